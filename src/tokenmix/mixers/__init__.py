@@ -1,0 +1,12 @@
+"""Token mixers, one module per mechanism family. Importing this package registers all of them."""
+
+import importlib
+import pkgutil
+
+from .base import Mixer, QKVMixer
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "base":
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["Mixer", "QKVMixer"]

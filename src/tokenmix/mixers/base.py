@@ -1,0 +1,149 @@
+"""The contract every token mixer follows, and the Q/K/V scaffolding shared by the attention family.
+
+Contract (see :class:`Mixer`): ``y = mixer(x, mask=None)`` with ``x`` of shape ``(B, N, dim)`` and a
+floating dtype, ``mask`` of shape ``(B, N)`` and dtype bool (True = real token). ``y`` has the shape and
+dtype of ``x``. Padded positions never influence real ones, and their own outputs are zero, so a row
+that is all padding gives zeros (never NaN).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from ..registry import MixerInfo
+
+__all__ = ["Mixer", "QKVMixer", "split_heads", "merge_heads"]
+
+
+def split_heads(t: Tensor, num_heads: int) -> Tensor:
+    """(B, N, H*D) -> (B, H, N, D)."""
+    b, n, _ = t.shape
+    return t.view(b, n, num_heads, -1).transpose(1, 2)
+
+
+def merge_heads(t: Tensor) -> Tensor:
+    """(B, H, N, D) -> (B, N, H*D)."""
+    b, h, n, d = t.shape
+    return t.transpose(1, 2).reshape(b, n, h * d)
+
+
+def _autocast_enabled(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 has no device_type argument
+        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
+
+
+class Mixer(nn.Module):
+    """Base class of all token mixers: argument and input validation, and padding semantics.
+
+    Subclasses implement ``_mix(x, mask, reference)``: the fast path when ``reference`` is False and a
+    plain, obviously-correct computation of the same function when it is True (used by the tests).
+    ``mask`` reaches ``_mix`` as None when there is no padding at all.
+    """
+
+    info: ClassVar[MixerInfo]
+
+    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None) -> None:
+        super().__init__()
+        if not isinstance(dim, int) or dim <= 0:
+            self._fail(f"dim must be a positive int, got {dim!r}")
+        if not isinstance(num_heads, int) or num_heads <= 0:
+            self._fail(f"num_heads must be a positive int, got {num_heads!r}")
+        if dim % num_heads:
+            self._fail(f"dim={dim} is not divisible by num_heads={num_heads}")
+        if max_len is not None and (not isinstance(max_len, int) or max_len <= 0):
+            self._fail(f"max_len must be a positive int or None, got {max_len!r}")
+        if causal and not self.info.causal:
+            self._fail("causal=True is unsupported: this mechanism cannot be causal")
+        if not causal and not self.info.bidirectional:
+            self._fail("causal=False is unsupported: this mechanism is causal only")
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.causal = bool(causal)
+        self.max_len = max_len
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def _fail(self, message: str, error: type[Exception] = ValueError) -> None:
+        raise error(f"{self.info.name}: {message}")
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, num_heads={self.num_heads}, causal={self.causal}, max_len={self.max_len}"
+
+    # -- input checks -------------------------------------------------------------------------
+    def _check_input(self, x: Tensor, mask: Tensor | None) -> Tensor | None:
+        if not isinstance(x, Tensor):
+            self._fail(f"x must be a torch.Tensor, got {type(x).__name__}", TypeError)
+        if x.dim() != 3:
+            self._fail(f"x must have shape (B, N, dim); got rank {x.dim()} with shape {tuple(x.shape)}")
+        if x.shape[-1] != self.dim:
+            self._fail(f"x has width {x.shape[-1]} but the mixer was built with dim={self.dim}")
+        if not x.is_floating_point():
+            self._fail(f"x must be a floating-point tensor, got {x.dtype}", TypeError)
+        param = next(self.parameters(), None)
+        if param is not None and param.dtype != x.dtype and not _autocast_enabled(x.device.type):
+            self._fail(f"x has dtype {x.dtype} but the parameters are {param.dtype}; cast one to the other", TypeError)
+        if x.shape[1] == 0:
+            self._fail("x has an empty sequence (N = 0)")
+        if self.max_len is not None and x.shape[1] > self.max_len:
+            self._fail(f"sequence length {x.shape[1]} exceeds max_len={self.max_len}")
+        if mask is None:
+            return None
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+            got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+            self._fail(f"mask must be a bool tensor (True = real token), got {got}", TypeError)
+        if mask.shape != x.shape[:2]:
+            self._fail(f"mask must have shape (B, N) = {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
+        if mask.device != x.device:
+            self._fail(f"mask is on {mask.device} but x is on {x.device}")
+        if not self.info.padding:
+            self._fail("a padding mask is unsupported by this mechanism", NotImplementedError)
+        return None if bool(mask.all()) else mask
+
+    # -- forward ------------------------------------------------------------------------------
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Mix tokens: ``x`` (B, N, dim) -> (B, N, dim); ``mask`` (B, N) bool, True = real token."""
+        mask = self._check_input(x, mask)
+        return self._zero_padded(self._mix(x, mask, reference=False), mask)
+
+    def forward_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The same function computed the plain way (quadratic or sequential); for tests."""
+        mask = self._check_input(x, mask)
+        return self._zero_padded(self._mix(x, mask, reference=True), mask)
+
+    @staticmethod
+    def _zero_padded(y: Tensor, mask: Tensor | None) -> Tensor:
+        return y if mask is None else y.masked_fill(~mask[..., None], 0.0)
+
+    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+        raise NotImplementedError
+
+
+class QKVMixer(Mixer):
+    """Multi-head Q/K/V projections, a per-head attention rule, and the output projection.
+
+    This is the sub-layer of 004 eqs. 10-12 and 16-17 (000 eqs. 1-3): ``Q = x W_Q``, ``K = x W_K``,
+    ``V = x W_V`` split into heads, ``R_j = attend(Q_j, K_j, V_j)``, concatenation, ``W_out``. With
+    ``bias=False`` it has exactly ``4 dim^2`` parameters. Subclasses implement ``_attend``.
+    """
+
+    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+        self.proj = nn.Linear(dim, dim, bias=bias)
+
+    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+        q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+        return self.proj(merge_heads(self._attend(q, k, v, mask, reference)))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+        """(B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
+        raise NotImplementedError

@@ -1,0 +1,75 @@
+"""Linear attention with the elu+1 feature map."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..ops.kernel_attention import kernel_attention, kernel_attention_reference
+from ..registry import register_mixer
+from .base import QKVMixer
+
+
+def elu_feature_map(x: Tensor) -> Tensor:
+    """tau(x) = x + 1 for x > 0, e^x otherwise (000 eq. 6), i.e. elu(x) + 1 > 0."""
+    return F.elu(x) + 1.0
+
+
+class KernelAttentionMixer(QKVMixer):
+    """A :class:`QKVMixer` whose attention is ``kernel_attention`` over feature-mapped Q and K.
+
+    Subclasses provide ``_features(q, k, mask) -> (phi_q, phi_k, key_log_scale | None)``.
+    """
+
+    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
+                 chunk_size: int | None, eps: float) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
+        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+            self._fail(f"chunk_size must be a positive int or None, got {chunk_size!r}")
+        if eps <= 0:
+            self._fail(f"eps must be positive, got {eps}")
+        if chunk_size is not None and not causal:
+            self._fail("chunk_size only applies to causal=True")
+        self.chunk_size = chunk_size
+        self.eps = eps
+
+    def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        raise NotImplementedError
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+        phi_q, phi_k, log_scale = self._features(q, k, mask)
+        if reference:
+            return kernel_attention_reference(phi_q, phi_k, v, causal=self.causal, key_mask=mask,
+                                              key_log_scale=log_scale, eps=self.eps)
+        return kernel_attention(phi_q, phi_k, v, causal=self.causal, key_mask=mask, key_log_scale=log_scale,
+                                chunk_size=self.chunk_size, eps=self.eps)
+
+
+@register_mixer(
+    "linear",
+    paper="Katharopoulos et al. (2020) eqs. 2-7; Yamada et al. (2022) eqs. 5-6",
+    complexity="O(N d^2)",
+    causal=True,
+)
+class LinearAttention(KernelAttentionMixer):
+    """Linear attention, ``V'_i = tau(Q_i) sum_j tau(K_j)^T V_j / tau(Q_i) sum_j tau(K_j)^T`` with
+    ``tau = elu + 1`` (000 eqs. 5-6; Katharopoulos et al. 2020 eq. 6, whose normalising denominator
+    000 eq. 5 leaves implicit), per head.
+
+    Non-causal: ``tau(Q) (tau(K)^T V)`` in O(N d^2). Causal: the chunked prefix form of
+    :func:`tokenmix.ops.kernel_attention.kernel_attention` (no (N, d, d) tensor). Padded keys are
+    zeroed after the feature map, so they leave numerator and denominator.
+
+    Options:
+        bias: biases in the projections (default False: ``4 dim^2`` parameters).
+        chunk_size: causal chunk length (default: about sqrt(head_dim^2)).
+        eps: denominator guard.
+    """
+
+    def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
+                 bias: bool = False, chunk_size: int | None = None, eps: float = 1e-6) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
+                         chunk_size=chunk_size, eps=eps)
+
+    def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
+        return elu_feature_map(q), elu_feature_map(k), None

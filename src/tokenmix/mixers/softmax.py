@@ -1,0 +1,75 @@
+"""Softmax attention: the quadratic baseline every other mechanism is measured against."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..registry import register_mixer
+from .base import QKVMixer
+
+
+def attention_mask(n: int, mask: Tensor | None, causal: bool, device: torch.device) -> Tensor | None:
+    """Boolean (B|1, 1, N, N) mask of allowed (query, key) pairs, or None when everything is allowed.
+
+    The diagonal is always allowed, so that a padded query (whose output is discarded) never has an
+    empty row, which would make softmax produce NaN.
+    """
+    if mask is None and not causal:
+        return None
+    allowed = torch.ones(n, n, dtype=torch.bool, device=device)
+    if causal:
+        allowed = allowed.tril()
+    if mask is not None:
+        allowed = allowed & mask[:, None, None, :]
+    return allowed | torch.eye(n, dtype=torch.bool, device=device)
+
+
+@register_mixer(
+    "softmax",
+    paper="Vaswani et al. (2017); Yamada et al. (2022) eq. 4; Chen (2023) eqs. 10-17",
+    complexity="O(N^2 d)",
+    causal=True,
+)
+class SoftmaxAttention(QKVMixer):
+    """Multi-head scaled dot-product attention, ``softmax(Q K^T / sqrt(h)) V`` (000 eq. 4; 004 eqs. 10-17).
+
+    The fast path is ``torch.nn.functional.scaled_dot_product_attention`` with a causal and/or key-padding
+    mask; the reference forms the N x N score matrix explicitly. With ``bias=False`` (the default, as in
+    004) the sub-layer has ``4 dim^2`` parameters (004 Table 7: 65,536 at dim 128).
+
+    Options:
+        bias: biases in the Q/K/V and output projections.
+        attn_dropout: dropout on the attention weights during training.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        num_heads: int = 1,
+        causal: bool = False,
+        max_len: int | None = None,
+        bias: bool = False,
+        attn_dropout: float = 0.0,
+    ) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
+        if not 0.0 <= attn_dropout < 1.0:
+            self._fail(f"attn_dropout must be in [0, 1), got {attn_dropout}")
+        self.attn_dropout = attn_dropout
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+        p = self.attn_dropout if self.training else 0.0
+        if not reference:
+            if mask is None:
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.causal)
+            allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        return F.dropout(scores.softmax(dim=-1), p) @ v

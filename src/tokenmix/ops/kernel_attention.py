@@ -1,0 +1,170 @@
+"""Kernelised (linear) attention, the operation shared by "linear", "performer", "cosformer" and "kerformer".
+
+Given non-negative feature maps ``phi(q_i)``, ``phi(k_j)`` (001 eqs. 4-6, Katharopoulos et al. 2020 eq. 2)::
+
+    out_i = sum_j w_ij v_j / sum_j w_ij,     w_ij = phi(q_i) . phi(k_j)  [j <= i when causal, j real]
+
+Non-causal: ``phi(Q) (phi(K)^T V)``, O(N F D) time and O(N (F + D) + F D) memory.
+
+Causal, chunked: the sequence is cut into chunks of C positions. Inside a chunk the masked C x C product
+is used; across chunks a running state ``S = sum phi(k_j) v_j^T`` (one F x D matrix per chunk boundary)
+carries the prefix. Time O(N C (F + D) + N F D), memory O(N (C + D) + (N / C) F D): no (N, F, D) tensor
+is ever materialised (``C ~ sqrt(F D)`` makes the last term O(N sqrt(F D))).
+
+Optional per-key log-scales ``s_j`` (non-decreasing along the sequence) let a caller keep features in
+range, as the Performer's stabiliser does: the true key feature is ``exp(s_j) phi(k_j)``, and query ``i``
+is computed relative to its own ``s_i``, so every factor ``exp(s_j - s_i)`` with ``j <= i`` is at most 1
+and nothing in the computation depends on keys after ``i``.
+
+The denominator gets ``eps`` added away from zero (sign-preserving, so signed ablation features cannot
+divide by ~0); a query with no real key gets 0.
+
+``kernel_attention_reference`` computes the same thing with an explicit N x N weight matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = ["kernel_attention", "kernel_attention_reference", "auto_chunk_size"]
+
+
+def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
+    """Power of two near sqrt(F D) (balances the intra-chunk and the state memory), within [16, 256]."""
+    target = 2 ** round(math.log2(max(1.0, math.sqrt(feature_dim * value_dim))))
+    return max(1, min(n, max(16, min(256, target))))
+
+
+def _upcast(*ts: Tensor) -> tuple[Tensor, ...]:
+    """Low-precision inputs are accumulated in float32 (sums over N would lose too much in bf16/fp16)."""
+    if ts[0].dtype in (torch.float16, torch.bfloat16):
+        return tuple(t.float() for t in ts)
+    return ts
+
+
+def _normalise(num_den: Tensor, eps: float) -> Tensor:
+    num, den = num_den[..., :-1], num_den[..., -1:]
+    away_from_zero = torch.where(den >= 0, eps, -eps)
+    return num / (den + away_from_zero)
+
+
+def _check(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, key_log_scale: Tensor | None) -> None:
+    if q.dim() != 4 or q.shape != k.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"kernel_attention: q, k must be (B, H, N, F) and v (B, H, N, D); got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if key_mask is not None and key_mask.shape != (q.shape[0], q.shape[2]):
+        raise ValueError(f"kernel_attention: key_mask must be (B, N), got {tuple(key_mask.shape)}")
+    if key_log_scale is not None and key_log_scale.shape != q.shape[:3]:
+        raise ValueError(f"kernel_attention: key_log_scale must be (B, H, N), got {tuple(key_log_scale.shape)}")
+
+
+def kernel_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    key_mask: Tensor | None = None,
+    key_log_scale: Tensor | None = None,
+    chunk_size: int | None = None,
+    eps: float = 1e-6,
+) -> Tensor:
+    """Linear-complexity kernel attention.
+
+    Args:
+        q, k: feature-mapped queries and keys, (B, H, N, F).
+        v: values, (B, H, N, D).
+        causal: position i sees keys j <= i only.
+        key_mask: (B, N) bool, True = real key; padded keys leave numerator and denominator.
+        key_log_scale: (B, H, N), causal only, non-decreasing in N: the true key feature is
+            ``exp(key_log_scale) * k`` (see the module docstring).
+        chunk_size: causal chunk length C; default :func:`auto_chunk_size`.
+        eps: added to the denominator, away from zero.
+
+    Returns: (B, H, N, D) in the dtype of ``v``.
+    """
+    _check(q, k, v, key_mask, key_log_scale)
+    if key_log_scale is not None and not causal:
+        raise ValueError("kernel_attention: key_log_scale is for the causal form only")
+    out_dtype = v.dtype
+    q, k, v = _upcast(q, k, v)
+    if key_mask is not None:
+        k = k * key_mask[:, None, :, None].to(k.dtype)
+    v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # last column accumulates the denominator
+    if not causal:
+        out = q @ (k.transpose(-2, -1) @ v1)
+    else:
+        scale = None if key_log_scale is None else key_log_scale.to(q.dtype)
+        out = _causal_chunked(q, k, v1, scale, chunk_size or auto_chunk_size(q.shape[2], q.shape[3], v.shape[3]))
+    return _normalise(out, eps).to(out_dtype)
+
+
+def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: int) -> Tensor:
+    b, h, n, f = q.shape
+    d = v.shape[-1]
+    if not isinstance(chunk, int) or chunk <= 0:
+        raise ValueError(f"kernel_attention: chunk_size must be a positive int, got {chunk!r}")
+    pad = (-n) % chunk
+    if pad:  # zero queries/keys/values at the end contribute nothing and are cropped
+        q, k, v = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+        if s is not None:
+            s = torch.cat([s, s[..., -1:].expand(b, h, pad)], dim=-1)
+    c = (n + pad) // chunk
+    qc, kc, vc = q.view(b, h, c, chunk, f), k.view(b, h, c, chunk, f), v.view(b, h, c, chunk, d)
+
+    scores = qc @ kc.transpose(-2, -1)  # (b, h, c, C, C)
+    if s is not None:
+        sc = s.view(b, h, c, chunk)
+        scores = scores * torch.exp((sc[..., None, :] - sc[..., :, None]).clamp(max=0.0))
+    intra = scores.tril() @ vc
+
+    if s is None:
+        kv = kc.transpose(-2, -1) @ vc  # per-chunk sums (b, h, c, F, D)
+        prefix = torch.cat([torch.zeros_like(kv[:, :, :1]), kv[:, :, :-1].cumsum(dim=2)], dim=2)
+        inter = qc @ prefix
+    else:
+        end = sc[..., -1]  # each chunk's state is kept relative to its last log-scale
+        kv = (kc * torch.exp(sc - end[..., None])[..., None]).transpose(-2, -1) @ vc
+        states = [torch.zeros_like(kv[:, :, 0])]
+        for i in range(c - 1):  # state before chunk i+1, rescaled from end[i-1] to end[i] (factor <= 1)
+            carried = states[-1] * torch.exp(end[:, :, i - 1] - end[:, :, i])[..., None, None] if i else 0.0
+            states.append(carried + kv[:, :, i])
+        prefix = torch.stack(states, dim=2)
+        prev_end = torch.cat([end[:, :, :1], end[:, :, :-1]], dim=2)  # chunk 0 has an empty prefix
+        inter = (qc @ prefix) * torch.exp((prev_end[..., None] - sc).clamp(max=0.0))[..., None]
+    return (intra + inter).view(b, h, c * chunk, d)[:, :, :n]
+
+
+def kernel_attention_reference(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    key_mask: Tensor | None = None,
+    key_log_scale: Tensor | None = None,
+    eps: float = 1e-6,
+) -> Tensor:
+    """The same function through the explicit (B, H, N, N) weight matrix w_ij = phi(q_i).phi(k_j)."""
+    _check(q, k, v, key_mask, key_log_scale)
+    out_dtype = v.dtype
+    q, k, v = _upcast(q, k, v)
+    n = q.shape[2]
+    w = q @ k.transpose(-2, -1)
+    allowed = torch.ones(n, n, dtype=torch.bool, device=q.device)
+    if causal:
+        allowed = allowed.tril()
+    allowed = allowed.expand(q.shape[0], 1, n, n)
+    if key_mask is not None:
+        allowed = allowed & key_mask[:, None, None, :]
+    if key_log_scale is not None:
+        s = key_log_scale.to(q.dtype)
+        rel = (s[..., None, :] - s[..., :, None]).masked_fill(~allowed, float("-inf"))
+        w = w * torch.exp(rel)
+    w = w.masked_fill(~allowed, 0.0)
+    num = w @ v
+    den = w.sum(dim=-1, keepdim=True)
+    return _normalise(torch.cat([num, den], dim=-1), eps).to(out_dtype)

@@ -1,0 +1,147 @@
+"""The mixer registry: the only coupling between mechanisms and the models/tasks that use them.
+
+A mechanism registers its class with :func:`register_mixer`; everything else reaches it by name
+through :func:`create_mixer`, and learns what it can do from :func:`mixer_info`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+import torch.nn as nn
+
+__all__ = ["MixerInfo", "register_mixer", "list_mixers", "mixer_info", "create_mixer"]
+
+# Arguments every mixer takes from create_mixer itself; everything else is a mechanism option.
+_COMMON_ARGS = ("dim", "num_heads", "causal", "max_len")
+
+
+@dataclass(frozen=True)
+class MixerInfo:
+    """What a registered mechanism is and what it can do.
+
+    Attributes:
+        name: registry name.
+        paper: citation of the paper (and equations) the mechanism implements.
+        complexity: time complexity in sequence length N and width d, e.g. ``"O(N d^2)"``.
+        causal: it can run causally (``create_mixer(..., causal=True)``).
+        bidirectional: it can run non-causally (``causal=False``).
+        padding: it supports a padding mask in ``forward(x, mask)``.
+        spatial: it needs the 2-D grid ``hw`` of its input (vision mixers).
+        recurrent: it has an incremental ``step()`` for decoding.
+        multihead: ``num_heads`` > 1 is meaningful for it.
+        needs_max_len: with its default options it has a fixed length and requires ``max_len``.
+        options: names of the mechanism-specific options it accepts.
+    """
+
+    name: str
+    paper: str
+    complexity: str
+    causal: bool
+    bidirectional: bool
+    padding: bool
+    spatial: bool
+    recurrent: bool
+    multihead: bool
+    needs_max_len: bool
+    options: tuple[str, ...]
+
+
+_REGISTRY: dict[str, tuple[MixerInfo, type[nn.Module]]] = {}
+
+M = TypeVar("M", bound=type)
+
+
+def register_mixer(
+    name: str,
+    *,
+    paper: str,
+    complexity: str,
+    causal: bool,
+    bidirectional: bool = True,
+    padding: bool = True,
+    spatial: bool = False,
+    recurrent: bool = False,
+    multihead: bool = True,
+    needs_max_len: bool = False,
+) -> Callable[[M], M]:
+    """Class decorator that registers a mixer under ``name``.
+
+    The class must accept ``dim, *, num_heads, causal, max_len`` plus keyword-only options; the options
+    are read off its ``__init__`` signature so that :func:`create_mixer` can reject unknown ones.
+    """
+
+    def decorate(cls: M) -> M:
+        if name in _REGISTRY:
+            raise ValueError(f"a mixer named {name!r} is already registered")
+        params = inspect.signature(cls.__init__).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"mixer {name!r}: **kwargs would swallow unknown options; list them explicitly")
+        missing = [a for a in _COMMON_ARGS if a not in params]
+        if missing:
+            raise TypeError(f"mixer {name!r}: __init__ lacks the common arguments {missing}")
+        options = tuple(p for p in params if p != "self" and p not in _COMMON_ARGS)
+        info = MixerInfo(
+            name=name,
+            paper=paper,
+            complexity=complexity,
+            causal=causal,
+            bidirectional=bidirectional,
+            padding=padding,
+            spatial=spatial,
+            recurrent=recurrent,
+            multihead=multihead,
+            needs_max_len=needs_max_len,
+            options=options,
+        )
+        cls.info = info
+        _REGISTRY[name] = (info, cls)
+        return cls
+
+    return decorate
+
+
+def list_mixers() -> list[str]:
+    """Sorted names of all registered mixers."""
+    return sorted(_REGISTRY)
+
+
+def _lookup(name: str) -> tuple[MixerInfo, type[nn.Module]]:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown mixer {name!r}; available: {', '.join(list_mixers())}")
+    return _REGISTRY[name]
+
+
+def mixer_info(name: str) -> MixerInfo:
+    """The :class:`MixerInfo` of a registered mixer; ``ValueError`` listing the names if unknown."""
+    return _lookup(name)[0]
+
+
+def create_mixer(
+    name: str,
+    dim: int,
+    *,
+    num_heads: int = 1,
+    causal: bool = False,
+    max_len: int | None = None,
+    **options: Any,
+) -> nn.Module:
+    """Build the mixer registered as ``name``.
+
+    ``options`` are the mechanism's own keyword options (see ``mixer_info(name).options``); an option
+    the mechanism does not have, or a setting it cannot honour, raises ``ValueError`` naming both.
+    """
+    info, cls = _lookup(name)
+    unknown = sorted(set(options) - set(info.options))
+    if unknown:
+        accepted = ", ".join(info.options) or "none"
+        raise ValueError(f"mixer {name!r} has no option(s) {unknown}; its options are: {accepted}")
+    if causal and not info.causal:
+        raise ValueError(f"mixer {name!r} cannot run causally (causal=True is unsupported)")
+    if not causal and not info.bidirectional:
+        raise ValueError(f"mixer {name!r} is causal only; pass causal=True")
+    if num_heads != 1 and not info.multihead:
+        raise ValueError(f"mixer {name!r} has no heads; num_heads={num_heads} is unsupported (use 1)")
+    return cls(dim, num_heads=num_heads, causal=causal, max_len=max_len, **options)
