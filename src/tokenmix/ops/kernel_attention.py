@@ -40,7 +40,7 @@ def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
 
 def _upcast(*ts: Tensor) -> tuple[Tensor, ...]:
     """Low-precision inputs are accumulated in float32 (sums over N would lose too much in bf16/fp16)."""
-    if ts[0].dtype in (torch.float16, torch.bfloat16):
+    if any(t.dtype in (torch.float16, torch.bfloat16) for t in ts):
         return tuple(t.float() for t in ts)
     return ts
 
@@ -79,8 +79,8 @@ def kernel_attention(
         v: values, (B, H, N, D).
         causal: position i sees keys j <= i only.
         key_mask: (B, N) bool, True = real key; padded keys leave numerator and denominator.
-        key_log_scale: (B, H, N), causal only, non-decreasing in N: the true key feature is
-            ``exp(key_log_scale) * k`` (see the module docstring).
+        key_log_scale: (B, H, N), causal only, finite and non-decreasing in N: the true key feature
+            is ``exp(key_log_scale) * k`` (see the module docstring).
         chunk_size: causal chunk length C; default :func:`auto_chunk_size`.
         eps: added to the denominator, away from zero.
 

@@ -1,0 +1,98 @@
+"""The ``tokenmix`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+
+from .registry import create_mixer, list_mixers, mixer_info
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tokenmix", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the registered mixers and what they can do")
+    demo = sub.add_parser("demo", help="build every mixer and run a forward/backward pass on random data")
+    demo.add_argument("--dim", type=int, default=64)
+    demo.add_argument("--heads", type=int, default=4)
+    demo.add_argument("--length", type=int, default=512)
+    demo.add_argument("--batch", type=int, default=2)
+    demo.add_argument("--repeats", type=int, default=3)
+    demo.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def _print_table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    print(line)
+    print("-" * len(line))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def cmd_list() -> None:
+    rows = []
+    for name in list_mixers():
+        info = mixer_info(name)
+        modes = "/".join(m for m, ok in (("bidir", info.bidirectional), ("causal", info.causal)) if ok)
+        rows.append([name, info.complexity, modes, "yes" if info.padding else "no",
+                     "yes" if info.spatial else "no", info.paper])
+    _print_table(["mixer", "complexity", "modes", "padding", "spatial", "paper"], rows)
+
+
+def _time_fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, repeats: int) -> tuple[float, bool]:
+    times, finite = [], True
+    for _ in range(repeats + 1):  # the first run warms up
+        x.grad = None
+        start = time.perf_counter()
+        y = mixer(x, mask)
+        y.square().mean().backward()
+        times.append(time.perf_counter() - start)
+        finite = finite and bool(torch.isfinite(y).all()) and bool(torch.isfinite(x.grad).all())
+    times = sorted(times[1:])
+    return 1000 * times[len(times) // 2], finite
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Every registered 1-D mixer, bidirectional and causal where supported, on the same random batch."""
+    torch.manual_seed(args.seed)
+    n = args.length
+    x = torch.randn(args.batch, n, args.dim, requires_grad=True)
+    mask = torch.ones(args.batch, n, dtype=torch.bool)
+    mask[-1, n // 2:] = False  # one half-padded row, to exercise the padding paths
+    print(f"tokenmix demo: batch {args.batch}, length {n}, dim {args.dim}, heads {args.heads} "
+          f"(torch {torch.__version__}, {torch.get_num_threads()} threads)\n")
+    rows = []
+    for name in list_mixers():
+        info = mixer_info(name)
+        if info.spatial:
+            rows.append([name, "-", "-", "-", "-", "skipped: needs a 2-D grid (hw)"])
+            continue
+        for causal in (False, True):
+            if not (info.causal if causal else info.bidirectional):
+                continue
+            options = {"se_k": False} if causal and "se_k" in info.options else {}
+            heads = args.heads if info.multihead else 1
+            mixer = create_mixer(name, args.dim, num_heads=heads, causal=causal, max_len=n, **options)
+            params = sum(p.numel() for p in mixer.parameters())
+            ms, finite = _time_fwd_bwd(mixer, x, mask, args.repeats)
+            rows.append([name, "causal" if causal else "bidir", info.complexity, f"{params:,}", f"{ms:.1f}",
+                         "ok" if finite else "NOT FINITE"])
+    _print_table(["mixer", "mode", "complexity", "params", "fwd+bwd ms", "status"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    if args.command == "list":
+        cmd_list()
+    elif args.command == "demo":
+        cmd_demo(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

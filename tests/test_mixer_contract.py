@@ -1,0 +1,175 @@
+"""Properties every registered sequence mixer must have; new mechanisms get these tests for free."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tokenmix
+from conftest import MAX_LEN, build, lengths_mask, mixer_cases, sequence_mixers
+
+CASES = mixer_cases()
+
+
+def test_registry_lists_the_core_mechanisms():
+    names = tokenmix.list_mixers()
+    assert names == sorted(names)
+    for name in ["softmax", "linear", "relation", "kerformer", "performer", "cosformer", "efficient", "mlp"]:
+        assert name in names
+
+
+@pytest.mark.parametrize("name", sequence_mixers())
+def test_info_is_complete(name):
+    info = tokenmix.mixer_info(name)
+    assert info.name == name and info.paper and info.complexity.startswith("O(")
+    assert info.causal or info.bidirectional
+    with pytest.raises(Exception):
+        info.name = "other"  # frozen
+
+
+def test_unknown_name_lists_the_available_ones():
+    with pytest.raises(ValueError, match="softmax"):
+        tokenmix.create_mixer("no-such-mixer", 8)
+    with pytest.raises(ValueError, match="linear"):
+        tokenmix.mixer_info("no-such-mixer")
+
+
+@pytest.mark.parametrize("name", sequence_mixers())
+def test_unknown_option_is_rejected_by_name(name):
+    with pytest.raises(ValueError, match=name):
+        tokenmix.create_mixer(name, 8, max_len=MAX_LEN, no_such_option=1)
+
+
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if not tokenmix.mixer_info(n).causal])
+def test_causal_rejected_where_unsupported(name):
+    with pytest.raises(ValueError, match=name):
+        tokenmix.create_mixer(name, 8, causal=True, max_len=MAX_LEN)
+
+
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if not tokenmix.mixer_info(n).multihead])
+def test_heads_rejected_where_meaningless(name):
+    with pytest.raises(ValueError, match=name):
+        tokenmix.create_mixer(name, 8, num_heads=2, max_len=MAX_LEN)
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+def test_shape_dtype_and_every_parameter_gets_a_gradient(name, causal):
+    torch.manual_seed(0)
+    mixer = build(name, causal=causal, dtype=torch.float32)
+    x = torch.randn(3, 11, 16, requires_grad=True)
+    mask = lengths_mask([11, 7, 3], 11)
+    y = mixer(x, mask)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    y.square().sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    for pname, p in mixer.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, f"{name}: no gradient reaches {pname}"
+
+
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if tokenmix.mixer_info(n).causal])
+@settings(max_examples=4, deadline=None)
+@given(batch=st.integers(1, 2), n=st.integers(2, 12), heads=st.sampled_from([1, 2]),
+       head_dim=st.integers(2, 5), seed=st.integers(0, 2**16))
+def test_no_causal_leak(name, batch, n, heads, head_dim, seed):
+    """d y_i / d x_j is exactly zero for every j > i (and across batch rows)."""
+    torch.manual_seed(seed)
+    mixer = build(name, dim=heads * head_dim, causal=True, heads=heads)
+    x = torch.randn(batch, n, heads * head_dim, dtype=torch.float64)
+    jac = torch.autograd.functional.jacobian(lambda t: mixer(t), x)  # (B, N, D, B, N, D)
+    for b in range(batch):
+        for b2 in range(batch):
+            for i in range(n):
+                future = jac[b, i, :, b2, i + 1:, :] if b == b2 else jac[b, i, :, b2]
+                assert torch.count_nonzero(future) == 0, f"{name}: output {i} depends on a later input"
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+def test_padding_never_reaches_real_positions(name, causal):
+    torch.manual_seed(1)
+    mixer = build(name, causal=causal)
+    lengths, n = [13, 9, 4], 13
+    mask = lengths_mask(lengths, n)
+    x = torch.randn(3, n, 16, dtype=torch.float64)
+    garbage = torch.where(mask[..., None], x, 100 * torch.randn_like(x))
+    y, y_garbage = mixer(x, mask), mixer(garbage, mask)
+    assert torch.allclose(y[mask], y_garbage[mask], atol=1e-5, rtol=0)
+    assert torch.count_nonzero(y[~mask]) == 0, "outputs at padded positions must be zero"
+    for row, length in enumerate(lengths):
+        alone = mixer(x[row:row + 1, :length])
+        assert torch.allclose(y[row, :length], alone[0], atol=1e-5, rtol=0), f"row {row} differs when run alone"
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+def test_all_padding_row_gives_zeros(name, causal):
+    torch.manual_seed(2)
+    mixer = build(name, causal=causal)
+    x = torch.randn(2, 6, 16, dtype=torch.float64, requires_grad=True)
+    mask = lengths_mask([6, 0], 6)
+    y = mixer(x, mask)
+    assert torch.count_nonzero(y[1]) == 0 and torch.isfinite(y).all()
+    y.sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+@pytest.mark.parametrize("padded", [False, True], ids=["dense", "padded"])
+def test_fast_path_matches_reference(name, causal, padded):
+    torch.manual_seed(3)
+    mixer = build(name, causal=causal)
+    n = 19
+    mask = lengths_mask([19, 12, 5], n) if padded else None
+    x = torch.randn(3, n, 16, dtype=torch.float64, requires_grad=True)
+    fast = mixer(x, mask)
+    grads_fast = torch.autograd.grad(fast.square().sum(), [x, *mixer.parameters()])
+    ref = mixer.forward_reference(x, mask)
+    grads_ref = torch.autograd.grad(ref.square().sum(), [x, *mixer.parameters()])
+    torch.testing.assert_close(fast, ref, atol=1e-9, rtol=1e-7)
+    for g_fast, g_ref in zip(grads_fast, grads_ref):
+        torch.testing.assert_close(g_fast, g_ref, atol=1e-8, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+def test_finite_for_large_inputs(name, causal):
+    """001 Tables 2-3 value ranges: inputs uniform in [-10, 10], head dim 64."""
+    torch.manual_seed(4)
+    mixer = build(name, dim=64, causal=causal, heads=1, dtype=torch.float32)
+    x = torch.empty(2, MAX_LEN, 64).uniform_(-10, 10)
+    assert torch.isfinite(mixer(x)).all()
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+def test_finite_in_bfloat16(name, causal):
+    torch.manual_seed(5)
+    mixer = build(name, causal=causal, dtype=torch.bfloat16)
+    x = torch.randn(2, 10, 16, dtype=torch.bfloat16)
+    y = mixer(x, lengths_mask([10, 6], 10))
+    assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
+
+
+@pytest.mark.parametrize("name", sequence_mixers())
+def test_bad_input_raises(name):
+    mixer = build(name)
+    good = torch.randn(2, 5, 16, dtype=torch.float64)
+    with pytest.raises(ValueError, match=name):
+        mixer(good[0])  # rank 2
+    with pytest.raises(ValueError, match=name):
+        mixer(torch.randn(2, 5, 8, dtype=torch.float64))  # wrong width
+    with pytest.raises(TypeError, match=name):
+        mixer(torch.ones(2, 5, 16, dtype=torch.long))  # not floating
+    with pytest.raises(TypeError, match=name):
+        mixer(good.float())  # dtype differs from the parameters
+    with pytest.raises(ValueError, match=name):
+        mixer(good, torch.ones(2, 4, dtype=torch.bool))  # mask shape
+    with pytest.raises(TypeError, match=name):
+        mixer(good, torch.ones(2, 5))  # mask not bool
+    with pytest.raises(ValueError, match=name):
+        mixer(torch.randn(1, MAX_LEN + 1, 16, dtype=torch.float64))  # longer than max_len
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear", "relation", "mlp"])
+def test_parameter_counts_without_bias(name):
+    """004 Table 7: self-attention has 65,536 parameters at d = 128; the others match that budget."""
+    mixer = tokenmix.create_mixer(name, 128, bias=False)
+    assert sum(p.numel() for p in mixer.parameters()) == 65_536
