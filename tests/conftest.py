@@ -10,9 +10,6 @@ import tokenmix
 # The generic tests pass max_len=MAX_LEN to every mixer and keep N <= MAX_LEN.
 MAX_LEN = 24
 
-# Options some mechanisms need to run causally (their default configuration cannot).
-CAUSAL_OPTIONS: dict[str, dict] = {"kerformer": {"se_k": False}}
-
 
 def sequence_mixers() -> list[str]:
     return [n for n in tokenmix.list_mixers() if not n.startswith("_") and not tokenmix.mixer_info(n).spatial]
@@ -31,9 +28,8 @@ def mixer_cases() -> list:
 def build(name: str, dim: int = 16, *, causal: bool = False, heads: int = 2, max_len: int = MAX_LEN,
           dtype: torch.dtype = torch.float64, **options) -> torch.nn.Module:
     info = tokenmix.mixer_info(name)
-    opts = {**(CAUSAL_OPTIONS.get(name, {}) if causal else {}), **options}
     num_heads = heads if info.multihead else 1
-    mixer = tokenmix.create_mixer(name, dim, num_heads=num_heads, causal=causal, max_len=max_len, **opts)
+    mixer = tokenmix.create_mixer(name, dim, num_heads=num_heads, causal=causal, max_len=max_len, **options)
     return mixer.to(dtype).eval()
 
 

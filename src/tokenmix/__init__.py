@@ -1,6 +1,6 @@
 """tokenmix: drop-in replacements for quadratic self-attention, and tools to compare them."""
 
-from . import mixers  # noqa: F401  (registers the built-in mechanisms)
+from . import mixers, models  # noqa: F401  (mixers: registers the built-in mechanisms)
 from .registry import MixerInfo, create_mixer, list_mixers, mixer_info, register_mixer
 
 __version__ = "0.1.0"

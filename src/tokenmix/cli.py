@@ -75,9 +75,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
         for causal in (False, True):
             if not (info.causal if causal else info.bidirectional):
                 continue
-            options = {"se_k": False} if causal and "se_k" in info.options else {}
             heads = args.heads if info.multihead else 1
-            mixer = create_mixer(name, args.dim, num_heads=heads, causal=causal, max_len=n, **options)
+            mixer = create_mixer(name, args.dim, num_heads=heads, causal=causal, max_len=n)
             params = sum(p.numel() for p in mixer.parameters())
             ms, finite = _time_fwd_bwd(mixer, x, mask, args.repeats)
             rows.append([name, "causal" if causal else "bidir", info.complexity, f"{params:,}", f"{ms:.1f}",

@@ -32,7 +32,8 @@ class MixerInfo:
         spatial: it needs the 2-D grid ``hw`` of its input (vision mixers).
         recurrent: it has an incremental ``step()`` for decoding.
         multihead: ``num_heads`` > 1 is meaningful for it.
-        needs_max_len: with its default options it has a fixed length and requires ``max_len``.
+        needs_max_len: some configuration of it (see its docstring) has a fixed length and requires
+            ``max_len``; models should always pass one.
         options: names of the mechanism-specific options it accepts.
     """
 
@@ -76,6 +77,8 @@ def register_mixer(
     def decorate(cls: M) -> M:
         if name in _REGISTRY:
             raise ValueError(f"a mixer named {name!r} is already registered")
+        if "info" in vars(cls):
+            raise ValueError(f"{cls.__name__} is already registered as {cls.info.name!r}; subclass it instead")
         params = inspect.signature(cls.__init__).parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"mixer {name!r}: **kwargs would swallow unknown options; list them explicitly")

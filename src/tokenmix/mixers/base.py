@@ -104,9 +104,11 @@ class Mixer(nn.Module):
             self._fail(f"mask must have shape (B, N) = {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
         if mask.device != x.device:
             self._fail(f"mask is on {mask.device} but x is on {x.device}")
+        if bool(mask.all()):
+            return None
         if not self.info.padding:
-            self._fail("a padding mask is unsupported by this mechanism", NotImplementedError)
-        return None if bool(mask.all()) else mask
+            self._fail("padding is unsupported by this mechanism", NotImplementedError)
+        return mask
 
     # -- forward ------------------------------------------------------------------------------
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:

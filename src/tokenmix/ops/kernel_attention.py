@@ -92,7 +92,7 @@ def kernel_attention(
     out_dtype = v.dtype
     q, k, v = _upcast(q, k, v)
     if key_mask is not None:
-        k = k * key_mask[:, None, :, None].to(k.dtype)
+        k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
     v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # last column accumulates the denominator
     if not causal:
         out = q @ (k.transpose(-2, -1) @ v1)

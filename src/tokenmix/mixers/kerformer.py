@@ -1,0 +1,132 @@
+"""Kerformer: sigmoid/softmax kernel attention with the SE-K key re-weighting (Gan et al. 2023)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..registry import register_mixer
+from .linear import KernelAttentionMixer
+
+
+@register_mixer(
+    "kerformer",
+    paper="Gan et al. (2023) eqs. 7-9, §3.5",
+    complexity="O(N d^2)",
+    causal=True,
+    needs_max_len=True,
+)
+class Kerformer(KernelAttentionMixer):
+    """Kerformer attention (001: Gan et al. 2023, §3.3 eqs. 7-9 and the SE-K module of §3.5), per head.
+
+    Feature maps (001 eqs. 7-8), applied row by row::
+
+        phi(Q_i) = sigmoid(Q_i)            (eq. 7; identity if q_act=False)
+        phi(K_j) = softmax(K_j)            (eq. 8; over the head's feature dimension; identity if k_act=False)
+
+    and ``V'_i = phi(Q_i) sum_j phi(K_j)^T V_j / phi(Q_i) sum_j phi(K_j)^T`` (eq. 9), computed as
+    ``phi(Q) (phi(K)^T V)`` in O(N d^2) time (non-causal) or by the chunked prefix form of
+    :func:`tokenmix.ops.kernel_attention.kernel_attention` (causal; no (N, d, d) tensor).
+
+    SE-K (§3.5): a squeeze-and-excitation block over the *sequence* axis re-weights the rows of
+    ``phi(K)``. Each key row is squeezed to one number, the mean over the whole feature dimension (all
+    heads) of the **pre-activation** K: after the row softmax of eq. 8 every row of a head averages to
+    exactly ``1/head_dim``, so pooling ``phi(K)`` would give a constant and the block would learn nothing
+    input-dependent. The (B, N) vector is zero-padded to ``max_len`` (padded tokens also contribute 0, so
+    padding never influences the weights of real positions, and a right-padded sequence gets the same
+    weights as when run alone), passed through ``Linear(max_len, max_len // se_reduction)``,
+    ``Linear(max_len // se_reduction, max_len)`` with no ReLU in between (the paper removes it, as K is
+    already non-negative) and a sigmoid; the first N weights scale the rows of ``phi(K)`` of every head.
+    This costs O(B max_len^2 / se_reduction), independent of d, and ties the module to ``max_len``:
+    ``se_k=True`` requires ``max_len`` and sequences longer than ``max_len`` are rejected. With
+    ``se_k=False`` no ``max_len`` is needed.
+
+    Padding: padded keys are zeroed *after* the feature map (inside ``kernel_attention``; the softmax rows
+    are positive, so zeroing the inputs would not remove them), so they leave numerator and denominator;
+    their SE-K squeeze value is 0. Outputs at padded positions are zero.
+
+    Causal: only without SE-K, since SE-K's fully-connected layers mix all positions, so the weight
+    of key j would depend on later tokens. ``causal=True`` leaves SE-K off by default, and
+    ``causal=True, se_k=True`` raises ``ValueError``.
+
+    Ablations (001 Table 6): ``q_act=False`` is "Q + Softmax(K) + SE-K", ``k_act=False`` is
+    "Sigmoid(Q) + K + SE-K", ``se_k=False`` is "Sigmoid(Q) + Softmax(K)". With an activation off the
+    features can be negative, so the normaliser ``phi(Q_i) sum_j phi(K_j)^T`` can be near zero or change
+    sign; the sign-preserving ``eps`` of the denominator keeps the output finite, but these ablations can
+    produce very large outputs.
+
+    Options:
+        bias: biases in the Q/K/V/out projections (default False: ``4 dim^2`` parameters). The SE-K
+            linear layers always have biases.
+        q_act: apply the sigmoid of eq. 7 to Q.
+        k_act: apply the softmax of eq. 8 to K.
+        se_k: apply the SE-K re-weighting (§3.5); needs ``max_len``, non-causal only. Default:
+            on when bidirectional, off when causal.
+        se_reduction: SE-K bottleneck ratio r (hidden width ``max(1, max_len // r)``).
+        chunk_size: causal chunk length (default: about sqrt(head_dim^2)).
+        eps: denominator guard (sign-preserving).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        num_heads: int = 1,
+        causal: bool = False,
+        max_len: int | None = None,
+        bias: bool = False,
+        q_act: bool = True,
+        k_act: bool = True,
+        se_k: bool | None = None,
+        se_reduction: int = 4,
+        chunk_size: int | None = None,
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
+                         chunk_size=chunk_size, eps=eps)
+        if not isinstance(se_reduction, int) or isinstance(se_reduction, bool) or se_reduction <= 0:
+            self._fail(f"se_reduction must be a positive int, got {se_reduction!r}")
+        if se_k is None:  # SE-K by default, except causally where it cannot apply
+            se_k = not causal
+        if se_k and causal:
+            self._fail("causal=True is unsupported with se_k=True (SE-K mixes all positions, so the weight "
+                       "of a key would depend on later tokens); pass se_k=False for causal use")
+        if se_k and max_len is None:
+            self._fail("se_k=True needs max_len (the SE-K fully-connected layers act on the sequence axis, "
+                       "of length max_len); pass max_len or se_k=False")
+        self.q_act = bool(q_act)
+        self.k_act = bool(k_act)
+        self.se_k = bool(se_k)
+        self.se_reduction = se_reduction
+        if self.se_k:
+            assert max_len is not None
+            hidden = max(1, max_len // se_reduction)
+            self.se_fc1 = nn.Linear(max_len, hidden)
+            self.se_fc2 = nn.Linear(hidden, max_len)
+        else:
+            self.se_fc1 = None
+            self.se_fc2 = None
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, q_act={self.q_act}, k_act={self.k_act}, se_k={self.se_k}, "
+                f"se_reduction={self.se_reduction}")
+
+    def se_weights(self, k: Tensor, mask: Tensor | None) -> Tensor:
+        """SE-K weights (B, N) in (0, 1) from the pre-activation keys ``k`` (B, H, N, D), mask (B, N) or None."""
+        assert self.se_fc1 is not None and self.se_fc2 is not None and self.max_len is not None
+        n = k.shape[2]
+        squeeze = k.mean(dim=(1, 3))  # (B, N): mean over the feature dimension of all heads
+        if mask is not None:
+            squeeze = squeeze.masked_fill(~mask, 0.0)
+        squeeze = F.pad(squeeze, (0, self.max_len - n))  # positions beyond N contribute 0
+        excite = torch.sigmoid(self.se_fc2(self.se_fc1(squeeze)))  # no ReLU between the FCs (§3.5)
+        return excite[:, :n]
+
+    def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
+        phi_q = torch.sigmoid(q) if self.q_act else q
+        phi_k = torch.softmax(k, dim=-1) if self.k_act else k
+        if self.se_k:
+            phi_k = phi_k * self.se_weights(k, mask)[:, None, :, None]
+        return phi_q, phi_k, None
