@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 
+from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 from tokenmix import create_mixer, mixer_info
 from tokenmix.mixers.base import merge_heads, split_heads
 from tokenmix.mixers.kerformer import Kerformer
@@ -20,20 +21,6 @@ def make(seed: int = 0, dtype: torch.dtype = torch.float64, **kw) -> Kerformer:
     kw.setdefault("num_heads", HEADS)
     kw.setdefault("max_len", MAX_LEN)
     return Kerformer(DIM, **kw).to(dtype)
-
-
-def right_pad_mask(lengths: list[int], n: int) -> torch.Tensor:
-    return torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]
-
-
-def outputs_and_grads(m: Kerformer, x: torch.Tensor, mask, reference: bool):
-    x = x.detach().clone().requires_grad_(True)
-    y = m.forward_reference(x, mask) if reference else m(x, mask)
-    torch.manual_seed(123)
-    w = torch.randn_like(y)
-    params = [p for p in m.parameters()]
-    grads = torch.autograd.grad((y * w).sum(), [x, *params])
-    return y.detach(), grads
 
 
 # ---- fast path == reference ---------------------------------------------------------------------
@@ -51,13 +38,8 @@ def test_fast_matches_reference(q_act, k_act, se_k, causal, chunk_size, masked):
     torch.manual_seed(1)
     n = 10
     x = torch.randn(3, n, DIM, dtype=torch.float64)
-    mask = right_pad_mask([10, 6, 3], n) if masked else None
-    y_fast, g_fast = outputs_and_grads(m, x, mask, reference=False)
-    y_ref, g_ref = outputs_and_grads(m, x, mask, reference=True)
-    torch.testing.assert_close(y_fast, y_ref, rtol=1e-7, atol=1e-9)
-    names = ["x", *(name for name, _ in m.named_parameters())]
-    for name, a, b in zip(names, g_fast, g_ref):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-8, msg=lambda s, name=name: f"grad {name}: {s}")
+    mask = lengths_mask([10, 6, 3], n) if masked else None
+    assert_matches_reference(m, x, mask)
 
 
 # ---- padding ------------------------------------------------------------------------------------
@@ -68,24 +50,15 @@ def test_fast_matches_reference(q_act, k_act, se_k, causal, chunk_size, masked):
 def test_padding_invariance_and_equals_alone(q_act, k_act, se_k, causal):
     m = make(q_act=q_act, k_act=k_act, se_k=se_k, causal=causal)
     n, lengths = 9, [9, 5, 2]
-    mask = right_pad_mask(lengths, n)
+    mask = lengths_mask(lengths, n)
     torch.manual_seed(2)
-    x = torch.randn(3, n, DIM, dtype=torch.float64)
-    garbage = x.clone()
-    garbage[~mask] = 1e3 * torch.randn(int((~mask).sum()), DIM, dtype=torch.float64)
-    y1, y2 = m(x, mask), m(garbage, mask)
-    real = mask[..., None]
-    assert (y1 - y2).abs().masked_select(real).max() <= 1e-6
-    assert torch.all(y1[~mask] == 0) and torch.all(y2[~mask] == 0)
-    for b, length in enumerate(lengths):
-        alone = m(x[b:b + 1, :length])
-        torch.testing.assert_close(y2[b:b + 1, :length], alone, rtol=1e-7, atol=1e-9)
+    assert_padding_invisible(m, torch.randn(3, n, DIM, dtype=torch.float64), mask, scale=1e3)
 
 
 def test_se_k_weights_ignore_padded_content():
     m = make()
     n, lengths = 9, [9, 5, 2]
-    mask = right_pad_mask(lengths, n)
+    mask = lengths_mask(lengths, n)
     torch.manual_seed(3)
     x = torch.randn(3, n, DIM, dtype=torch.float64)
     garbage = x.clone()
@@ -210,7 +183,7 @@ def test_finite_for_large_inputs(q_act, k_act, se_k):
     m = make(dtype=torch.float32, q_act=q_act, k_act=k_act, se_k=se_k)
     torch.manual_seed(6)
     x = torch.empty(2, MAX_LEN, DIM).uniform_(-10, 10)
-    mask = right_pad_mask([MAX_LEN, 5], MAX_LEN)
+    mask = lengths_mask([MAX_LEN, 5], MAX_LEN)
     for msk in (None, mask):
         x_ = x.clone().requires_grad_(True)
         y = m(x_, msk)
@@ -228,7 +201,7 @@ def test_bf16(q_act, k_act, se_k, causal):
     m16 = make(dtype=torch.bfloat16, q_act=q_act, k_act=k_act, se_k=se_k, causal=causal)
     torch.manual_seed(7)
     x = torch.empty(2, 10, DIM).uniform_(-10, 10)
-    mask = right_pad_mask([10, 4], 10)
+    mask = lengths_mask([10, 4], 10)
     y16 = m16(x.bfloat16(), mask)
     assert y16.dtype == torch.bfloat16 and torch.isfinite(y16).all()
     if q_act and k_act:  # the positive-feature model is well conditioned: bf16 tracks float32
