@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
-
 from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
+
 from tokenmix import create_mixer, mixer_info
-from tokenmix.mixers.base import merge_heads, split_heads
+from tokenmix.mixers.base import merge_heads
 from tokenmix.mixers.cosformer import CosFormer
 
 DIM, HEADS, MAX_LEN = 8, 2, 24
@@ -43,7 +43,7 @@ def direct(m: CosFormer, x: torch.Tensor, lengths: list[int]) -> tuple[torch.Ten
     Returns the (B, H, N, N) weight matrix (zero where not allowed) and the mixer output.
     """
     b, n, _ = x.shape
-    q, k, v = (split_heads(t, HEADS) for t in m.qkv(x).chunk(3, dim=-1))
+    q, k, v = m.qkv_heads(x)
     i = torch.arange(n, dtype=torch.float64)
     w = torch.zeros(b, HEADS, n, n, dtype=torch.float64)
     for row, length in enumerate(lengths):
@@ -71,7 +71,7 @@ def test_decomposition_matches_direct_cos_reweighting(causal, masked):
     w_direct, y_direct = direct(m, x, lengths)
 
     # the feature map reproduces the weight matrix exactly on the allowed (real query, real key) pairs
-    q, k, _ = (split_heads(t, HEADS) for t in m.qkv(x).chunk(3, dim=-1))
+    q, k, _ = m.qkv_heads(x)
     phi_q, phi_k, scale = m._features(q, k, mask)
     assert scale is None and phi_q.shape[-1] == 2 * (DIM // HEADS)
     w_feat = phi_q @ phi_k.transpose(-2, -1)
@@ -92,7 +92,7 @@ def test_reweighting_changes_the_output():
     m = make()
     torch.manual_seed(3)
     x = torch.randn(1, 16, DIM, dtype=torch.float64)
-    q, k, v = (split_heads(t, HEADS) for t in m.qkv(x).chunk(3, dim=-1))
+    q, k, v = m.qkv_heads(x)
     w = torch.relu(q) @ torch.relu(k).transpose(-2, -1)
     plain = m.proj(merge_heads((w @ v) / (w.sum(-1, keepdim=True) + m.eps)))
     assert (m(x) - plain).abs().max() > 1e-3

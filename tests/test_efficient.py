@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
+
 from tokenmix import create_mixer, mixer_info
-from tokenmix.mixers.base import merge_heads, split_heads
+from tokenmix.mixers.base import merge_heads
 from tokenmix.mixers.efficient import EfficientAttention, masked_softmax_over_positions
 
 DIM = 8
@@ -37,7 +37,7 @@ def test_matches_formula():
     m = make()
     torch.manual_seed(2)
     x = torch.randn(2, 6, DIM, dtype=torch.float64)
-    q, k, v = (split_heads(t, 2) for t in m.qkv(x).chunk(3, dim=-1))
+    q, k, v = m.qkv_heads(x)
     out = torch.empty_like(v)
     for b in range(2):
         for h in range(2):

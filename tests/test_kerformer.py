@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 import torch
-
 from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
+
 from tokenmix import create_mixer, mixer_info
-from tokenmix.mixers.base import merge_heads, split_heads
+from tokenmix.mixers.base import merge_heads
 from tokenmix.mixers.kerformer import Kerformer
 
 DIM, HEADS, MAX_LEN = 8, 2, 12
@@ -65,7 +65,7 @@ def test_se_k_weights_ignore_padded_content():
     garbage[~mask] = 50 * torch.randn(int((~mask).sum()), DIM, dtype=torch.float64)
 
     def weights(inp, msk):
-        k = split_heads(m.qkv(inp).chunk(3, dim=-1)[1], HEADS)
+        k = m.qkv_heads(inp)[1]
         return m.se_weights(k, msk)
 
     w1, w2 = weights(x, mask), weights(garbage, mask)
@@ -98,9 +98,9 @@ def test_matches_paper_formula(q_act, k_act):
     torch.manual_seed(8)
     n = 7
     x = torch.randn(2, n, DIM, dtype=torch.float64)
-    q, k, v = (split_heads(t, HEADS) for t in m.qkv(x).chunk(3, dim=-1))
+    q, k, v = m.qkv_heads(x)
     pooled = torch.zeros(2, MAX_LEN, dtype=torch.float64)
-    pooled[:, :n] = m.qkv(x).chunk(3, dim=-1)[1].mean(dim=-1)  # mean over all heads' features, pre-softmax
+    pooled[:, :n] = m.k_proj(x).mean(dim=-1)  # mean over all heads' features, pre-softmax
     se = (pooled @ m.se_fc1.weight.T + m.se_fc1.bias) @ m.se_fc2.weight.T + m.se_fc2.bias  # no ReLU between
     weights = torch.sigmoid(se)[:, :n]
     phi_q = torch.sigmoid(q) if q_act else q

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import (
+    MAX_LEN,
+    assert_matches_reference,
+    assert_padding_invisible,
+    build,
+    lengths_mask,
+    mixer_cases,
+    sequence_mixers,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokenmix
-from conftest import MAX_LEN, assert_matches_reference, assert_padding_invisible, build, lengths_mask, mixer_cases, sequence_mixers
 
 CASES = mixer_cases()
 

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 import torch.nn as nn
+from conftest import sequence_mixers
 from torch import Tensor
 
 import tokenmix
-from conftest import sequence_mixers
 from tokenmix.mixers.base import Mixer
 from tokenmix.models import Block, CausalLM, FeedForward, RelationNet, SequenceClassifier, sinusoidal_positions
 
@@ -127,7 +127,7 @@ def test_block_mixer_arguments_come_from_mixer_info() -> None:
     # options go through the registry, which validates them
     with pytest.raises(ValueError, match="no option"):
         Block(8, "softmax", mixer_options={"not_an_option": 1})
-    assert Block(8, "softmax", mixer_options={"bias": True}).mixer.qkv.bias is not None
+    assert Block(8, "softmax", mixer_options={"bias": True}).mixer.q_proj.bias is not None
 
 
 def test_num_heads_passed_through() -> None:
@@ -339,7 +339,7 @@ def test_causal_lm_init_std() -> None:
             checked += 1
         elif isinstance(module, nn.LayerNorm):
             assert torch.all(module.weight == 1) and torch.all(module.bias == 0), name
-    assert checked == 2 + 2 * 4 + 1  # embeddings, (qkv, proj, fc1, fc2) per block, head
+    assert checked == 2 + 2 * 6 + 1  # embeddings, (q, k, v, proj, fc1, fc2) per block, head
     assert torch.count_nonzero(model.head.bias) == 0 and model.head.bias.shape == (200,)
 
 

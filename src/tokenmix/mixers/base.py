@@ -139,11 +139,19 @@ class QKVMixer(Mixer):
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
-        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+        # Separate matrices, as the papers write them, so that per-matrix initialisations (Glorot in 000,
+        # N(0, 0.01) in 004) mean what they say.
+        self.q_proj = nn.Linear(dim, dim, bias=bias)
+        self.k_proj = nn.Linear(dim, dim, bias=bias)
+        self.v_proj = nn.Linear(dim, dim, bias=bias)
         self.proj = nn.Linear(dim, dim, bias=bias)
 
+    def qkv_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V of ``x`` (B, N, dim), each split into heads: (B, H, N, head_dim)."""
+        return tuple(split_heads(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
+
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+        q, k, v = self.qkv_heads(x)
         return self.proj(merge_heads(self._attend(q, k, v, mask, reference)))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:

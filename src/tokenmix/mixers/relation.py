@@ -46,7 +46,8 @@ class Relation(Mixer):
         if activation not in _ACTIVATIONS:
             self._fail(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         self.inner_dim = inner
-        self.gh = nn.Linear(dim, 2 * inner, bias=bias)  # W_G and W_H side by side
+        self.g_proj = nn.Linear(dim, inner, bias=bias)  # W_G, eq. 7
+        self.h_proj = nn.Linear(dim, inner, bias=bias)  # W_H, eq. 8
         self.w = nn.Linear(inner, inner, bias=bias)
         self.phi = _ACTIVATIONS[activation]()
         self.proj = nn.Linear(inner, dim, bias=bias)
@@ -71,6 +72,6 @@ class Relation(Mixer):
         return (allowed / allowed.sum(dim=-1, keepdim=True).clamp(min=1.0)) @ h
 
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        g, h = self.gh(x).chunk(2, dim=-1)
+        g, h = self.g_proj(x), self.h_proj(x)
         context = self._context_reference(h, mask) if reference else self._context(h, mask)
         return self.proj(self.phi(self.w(g * context)))
