@@ -5,12 +5,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..ops.kernel_attention import upcast_low_precision
 from ..registry import register_mixer
 from .base import QKVMixer
-
-
-def _upcast(t: Tensor) -> Tensor:
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
 def masked_softmax_over_positions(k: Tensor, mask: Tensor | None) -> Tensor:
@@ -76,7 +73,7 @@ class EfficientAttention(QKVMixer):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         out_dtype = v.dtype
-        q, k, v = _upcast(q), _upcast(k), _upcast(v)
+        q, k, v = upcast_low_precision(q, k, v)
         rho_q = torch.softmax(q, dim=-1)
         if not reference:
             rho_k = masked_softmax_over_positions(k, mask)

@@ -29,7 +29,7 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["kernel_attention", "kernel_attention_reference", "auto_chunk_size"]
+__all__ = ["kernel_attention", "kernel_attention_reference", "auto_chunk_size", "upcast_low_precision"]
 
 
 def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
@@ -38,7 +38,7 @@ def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
     return max(1, min(n, max(16, min(256, target))))
 
 
-def _upcast(*ts: Tensor) -> tuple[Tensor, ...]:
+def upcast_low_precision(*ts: Tensor) -> tuple[Tensor, ...]:
     """Low-precision inputs are accumulated in float32 (sums over N would lose too much in bf16/fp16)."""
     if any(t.dtype in (torch.float16, torch.bfloat16) for t in ts):
         return tuple(t.float() for t in ts)
@@ -90,7 +90,7 @@ def kernel_attention(
     if key_log_scale is not None and not causal:
         raise ValueError("kernel_attention: key_log_scale is for the causal form only")
     out_dtype = v.dtype
-    q, k, v = _upcast(q, k, v)
+    q, k, v = upcast_low_precision(q, k, v)
     if key_mask is not None:
         k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
     v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # last column accumulates the denominator
@@ -151,7 +151,7 @@ def kernel_attention_reference(
     """The same function through the explicit (B, H, N, N) weight matrix w_ij = phi(q_i).phi(k_j)."""
     _check(q, k, v, key_mask, key_log_scale)
     out_dtype = v.dtype
-    q, k, v = _upcast(q, k, v)
+    q, k, v = upcast_low_precision(q, k, v)
     n = q.shape[2]
     w = q @ k.transpose(-2, -1)
     allowed = torch.ones(n, n, dtype=torch.bool, device=q.device)
