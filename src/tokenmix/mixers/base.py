@@ -128,6 +128,41 @@ class Mixer(nn.Module):
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         raise NotImplementedError
 
+    # -- incremental decoding (mechanisms registered with recurrent=True) ----------------------
+    def init_state(self, batch_size: int, *, device: torch.device | str | None = None,
+                   dtype: torch.dtype | None = None) -> dict[str, Tensor]:
+        """The decoding state before the first token: a dict of tensors, for :meth:`step`."""
+        self._check_recurrent()
+        if not isinstance(batch_size, int) or batch_size <= 0:
+            self._fail(f"batch_size must be a positive int, got {batch_size!r}")
+        param = next(self.parameters(), None)
+        device = torch.device(device) if device is not None else (param.device if param is not None else None)
+        dtype = dtype or (param.dtype if param is not None else torch.get_default_dtype())
+        return self._init_state(batch_size, device, dtype)
+
+    def step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """One causal step: ``x_t`` (B, dim) is the next token; returns its output (B, dim) and the new
+        state. Feeding a sequence token by token gives the causal ``forward`` of the whole sequence."""
+        self._check_recurrent()
+        if not isinstance(x_t, Tensor) or x_t.dim() != 2 or x_t.shape[-1] != self.dim:
+            shape = tuple(x_t.shape) if isinstance(x_t, Tensor) else type(x_t).__name__
+            self._fail(f"step input must have shape (B, dim={self.dim}), got {shape}")
+        self._check_input(x_t[:, None], None)  # dtype and device checks, as for forward
+        return self._step(x_t, state)
+
+    def _check_recurrent(self) -> None:
+        if not self.info.recurrent:
+            self._fail("incremental decoding (init_state/step) is unsupported by this mechanism",
+                       NotImplementedError)
+        if not self.causal:
+            self._fail("init_state/step need a causal mixer (create it with causal=True)")
+
+    def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        raise NotImplementedError
+
 
 class QKVMixer(Mixer):
     """Multi-head Q/K/V projections, a per-head attention rule, and the output projection.

@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from .registry import create_mixer, mixer_info
+from ..registry import create_mixer, mixer_info
 
 __all__ = [
     "sinusoidal_positions",
