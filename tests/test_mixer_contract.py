@@ -160,8 +160,12 @@ def test_bad_input_raises(name):
         mixer(good, torch.ones(2, 4, dtype=torch.bool))  # mask shape
     with pytest.raises(TypeError, match=name):
         mixer(good, torch.ones(2, 5))  # mask not bool
-    with pytest.raises(ValueError, match=name):
-        mixer(torch.randn(1, MAX_LEN + 1, 16, dtype=torch.float64))  # longer than max_len
+    longer = torch.randn(1, MAX_LEN + 1, 16, dtype=torch.float64)
+    if tokenmix.mixer_info(name).sliding_window:  # max_len is a window: any length works
+        assert mixer(longer).shape == longer.shape
+    else:
+        with pytest.raises(ValueError, match=name):
+            mixer(longer)
 
 
 @pytest.mark.parametrize("name", ["softmax", "linear", "relation", "mlp"])
@@ -169,3 +173,43 @@ def test_parameter_counts_without_bias(name):
     """004 Table 7: self-attention has 65,536 parameters at d = 128; the others match that budget."""
     mixer = tokenmix.create_mixer(name, 128, bias=False)
     assert sum(p.numel() for p in mixer.parameters()) == 65_536
+
+
+@pytest.mark.parametrize("name", sequence_mixers())
+def test_recurrent_flag_means_step_is_implemented(name):
+    from tokenmix.mixers.base import Mixer
+
+    mixer = build(name, causal=tokenmix.mixer_info(name).causal)
+    implemented = type(mixer)._step is not Mixer._step
+    assert tokenmix.mixer_info(name).recurrent == implemented
+    if not implemented:
+        with pytest.raises(NotImplementedError, match=name):
+            mixer.init_state(2)
+
+
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if tokenmix.mixer_info(n).recurrent])
+def test_step_by_step_equals_parallel_causal_forward(name):
+    torch.manual_seed(6)
+    mixer = build(name, causal=True, dtype=torch.float32)
+    x = torch.randn(2, MAX_LEN, 16)
+    parallel = mixer(x)
+    state = mixer.init_state(2)
+    steps = []
+    for t in range(MAX_LEN):
+        y_t, state = mixer.step(x[:, t], state)
+        steps.append(y_t)
+    torch.testing.assert_close(torch.stack(steps, dim=1), parallel, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if tokenmix.mixer_info(n).recurrent])
+def test_step_rejects_bad_use(name):
+    info = tokenmix.mixer_info(name)
+    if info.bidirectional:
+        with pytest.raises(ValueError, match=name):
+            build(name, causal=False).init_state(1)
+    mixer = build(name, causal=True)
+    state = mixer.init_state(2)
+    with pytest.raises(ValueError, match=name):
+        mixer.step(torch.randn(2, 3, 16, dtype=torch.float64), state)  # (B, N, dim) is not one step
+    with pytest.raises(ValueError, match=name):
+        mixer.step(torch.randn(2, 8, dtype=torch.float64), state)  # wrong width

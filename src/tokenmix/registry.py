@@ -32,6 +32,8 @@ class MixerInfo:
         spatial: it needs the 2-D grid ``hw`` of its input (vision mixers).
         recurrent: it has an incremental ``step()`` for decoding.
         multihead: ``num_heads`` > 1 is meaningful for it.
+        sliding_window: ``max_len`` is a window (only the last ``max_len`` tokens are seen) rather than a
+            cap on N, so any length works.
         needs_max_len: some configuration of it (see its docstring) has a fixed length and requires
             ``max_len``; models should always pass one.
         options: names of the mechanism-specific options it accepts.
@@ -47,6 +49,7 @@ class MixerInfo:
     recurrent: bool
     multihead: bool
     needs_max_len: bool
+    sliding_window: bool
     options: tuple[str, ...]
 
 
@@ -67,6 +70,7 @@ def register_mixer(
     recurrent: bool = False,
     multihead: bool = True,
     needs_max_len: bool = False,
+    sliding_window: bool = False,
 ) -> Callable[[M], M]:
     """Class decorator that registers a mixer under ``name``.
 
@@ -97,6 +101,7 @@ def register_mixer(
             recurrent=recurrent,
             multihead=multihead,
             needs_max_len=needs_max_len,
+            sliding_window=sliding_window,
             options=options,
         )
         cls.info = info

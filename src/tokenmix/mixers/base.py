@@ -93,7 +93,7 @@ class Mixer(nn.Module):
             self._fail(f"x has dtype {x.dtype} but the parameters are {param.dtype}; cast one to the other", TypeError)
         if x.shape[1] == 0:
             self._fail("x has an empty sequence (N = 0)")
-        if self.max_len is not None and x.shape[1] > self.max_len:
+        if self.max_len is not None and x.shape[1] > self.max_len and not self.info.sliding_window:
             self._fail(f"sequence length {x.shape[1]} exceeds max_len={self.max_len}")
         if mask is None:
             return None

@@ -30,6 +30,7 @@ def cos_reweighted_features(x: Tensor, pos: Tensor, horizon: Tensor) -> Tensor:
     paper="Qin et al. (2022) §3, ReLU kernel + cos-based re-weighting",
     complexity="O(N d^2)",
     causal=True,
+    recurrent=True,
     needs_max_len=True,
 )
 class CosFormer(KernelAttentionMixer):
@@ -99,6 +100,16 @@ class CosFormer(KernelAttentionMixer):
             assert self.max_len is not None
             real = torch.full_like(real, self.max_len)
         return pos, real
+
+    def _step_features(self, q: Tensor, k: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor, None]:
+        """Decoding: position t from the state, horizon M = max_len."""
+        assert self.max_len is not None  # causal mixers have one
+        t = state["t"]
+        if int(t) >= self.max_len:
+            self._fail(f"cannot decode position {int(t)}: the re-weighting horizon is max_len={self.max_len}")
+        pos, horizon = t.view(1, 1), torch.full((1, 1), self.max_len, device=q.device)
+        phi_q, phi_k = (cos_reweighted_features(z[:, :, None], pos, horizon)[:, :, 0] for z in (q, k))
+        return phi_q, phi_k, None
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
         pos, horizon = self.positions_and_horizon(q.shape[2], mask, q.device)

@@ -16,6 +16,7 @@ from .linear import KernelAttentionMixer
     paper="Gan et al. (2023) eqs. 7-9, §3.5",
     complexity="O(N d^2)",
     causal=True,
+    recurrent=True,
     needs_max_len=True,
 )
 class Kerformer(KernelAttentionMixer):

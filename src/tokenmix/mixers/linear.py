@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.kernel_attention import kernel_attention, kernel_attention_reference
+from ..ops.kernel_attention import kernel_attention, kernel_attention_reference, kernel_attention_step
 from ..registry import register_mixer
 from .base import QKVMixer
 
@@ -18,7 +19,9 @@ def elu_feature_map(x: Tensor) -> Tensor:
 class KernelAttentionMixer(QKVMixer):
     """A :class:`QKVMixer` whose attention is ``kernel_attention`` over feature-mapped Q and K.
 
-    Subclasses provide ``_features(q, k, mask) -> (phi_q, phi_k, key_log_scale | None)``.
+    Subclasses provide ``_features(q, k, mask) -> (phi_q, phi_k, key_log_scale | None)``. Causal mixers
+    decode step by step with a running ``sum phi(k_j) [v_j, 1]^T`` state, O(F D) per token; a subclass
+    whose features depend on the position or on earlier keys overrides ``_step_features``.
     """
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
@@ -36,6 +39,24 @@ class KernelAttentionMixer(QKVMixer):
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
         raise NotImplementedError
 
+    def _step_features(self, q: Tensor, k: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Features of the new position (q, k: (B, H, D)) given the decoding state; position-free default."""
+        phi_q, phi_k, _ = self._features(q[:, :, None], k[:, :, None], None)
+        return phi_q[:, :, 0], phi_k[:, :, 0], None
+
+    def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
+        return {"t": torch.zeros((), dtype=torch.long, device=device)}
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v = (t[:, :, 0] for t in self.qkv_heads(x_t[:, None]))
+        phi_q, phi_k, log_scale = self._step_features(q, k, state)
+        out, kv = kernel_attention_step(phi_q, phi_k, v, state.get("kv"), log_scale=log_scale,
+                                        prev_log_scale=state.get("log_scale"), eps=self.eps)
+        new_state = {"t": state["t"] + 1, "kv": kv}
+        if log_scale is not None:
+            new_state["log_scale"] = log_scale
+        return self.proj(out.reshape(x_t.shape[0], self.dim)), new_state
+
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         phi_q, phi_k, log_scale = self._features(q, k, mask)
         if reference:
@@ -50,6 +71,7 @@ class KernelAttentionMixer(QKVMixer):
     paper="Katharopoulos et al. (2020) eqs. 2-7; Yamada et al. (2022) eqs. 5-6",
     complexity="O(N d^2)",
     causal=True,
+    recurrent=True,
 )
 class LinearAttention(KernelAttentionMixer):
     """Linear attention, ``V'_i = tau(Q_i) sum_j tau(K_j)^T V_j / tau(Q_i) sum_j tau(K_j)^T`` with

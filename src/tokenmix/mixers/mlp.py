@@ -15,6 +15,7 @@ from .base import Mixer
     paper="Yamada, Baladram, Lin (2022) §3.2.1 (Baseline)",
     complexity="O(N d^2)",
     causal=True,
+    recurrent=True,
     multihead=False,
 )
 class PointwiseMLP(Mixer):
@@ -37,6 +38,12 @@ class PointwiseMLP(Mixer):
         if not isinstance(width, int) or width <= 0:
             self._fail(f"hidden must be a positive int, got {hidden!r}")
         self.net = nn.Sequential(nn.Linear(dim, width, bias=bias), nn.ReLU(), nn.Linear(width, dim, bias=bias))
+
+    def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
+        return {}  # nothing crosses positions, so there is nothing to remember
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        return self.net(x_t), state
 
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         if reference:  # token by token, to show nothing crosses positions

@@ -43,6 +43,7 @@ def orthogonal_gaussian_projection(nb_features: int, dim: int, *, generator: tor
           "002 sec. 4.2",
     complexity="O(N m d)",
     causal=True,
+    recurrent=True,
 )
 class Performer(KernelAttentionMixer):
     """Performer attention (FAVOR+, Choromanski et al. 2021; 002 sec. 4.2), per head.
@@ -111,14 +112,27 @@ class Performer(KernelAttentionMixer):
         w = self.projection.to(dtype=x.dtype, device=x.device)
         return x @ w.T - 0.5 * (x * x).sum(dim=-1, keepdim=True)
 
+    def _query_features(self, q: Tensor) -> Tensor:
+        """phi(q), each query shifted by its own (detached) max exponent, which cancels in the ratio."""
+        uq = self._exponents(q)
+        return torch.exp(uq - uq.detach().amax(dim=-1, keepdim=True)) / math.sqrt(self.nb_features)
+
+    def _step_features(self, q: Tensor, k: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """Decoding: the key log-scale is the running max of the exponents, carried in the state."""
+        if q.dtype in _LOW_PRECISION:
+            q, k = q.float(), k.float()
+        uk = self._exponents(k)
+        newest = uk.detach().amax(dim=-1)  # (B, H)
+        previous = state.get("log_scale")
+        s = newest if previous is None else torch.maximum(previous, newest)
+        return self._query_features(q), torch.exp(uk - s[..., None]) / math.sqrt(self.nb_features), s
+
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
         if q.dtype in _LOW_PRECISION:
             q, k = q.float(), k.float()
         norm = 1.0 / math.sqrt(self.nb_features)
         neg_inf = float("-inf")
-
-        uq = self._exponents(q)
-        phi_q = torch.exp(uq - uq.detach().amax(dim=-1, keepdim=True)) * norm
+        phi_q = self._query_features(q)
 
         uk = self._exponents(k)
         if mask is not None:  # padded keys: exponent -inf -> feature row exactly 0 (and so is its gradient)

@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from ..ops.averaging import masked_mean, masked_mean_reference
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -17,6 +18,7 @@ _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "identity": nn.Identity}
     paper="Yamada, Baladram, Lin (2022) eqs. 7-12",
     complexity="O(N d^2)",
     causal=True,
+    recurrent=True,
     multihead=False,
 )
 class Relation(Mixer):
@@ -27,6 +29,8 @@ class Relation(Mixer):
 
     Padding: the mean runs over real tokens only (divided by the real count). Causal: ``h'_i`` is the
     running mean of ``h_j`` over real ``j <= i`` (a cumulative sum divided by the running count).
+
+    Decoding (causal): the running sum of ``h_j`` and the count, O(d^2) per token.
 
     Options:
         inner_dim: d, the width of G, H and W (default ``dim``).
@@ -52,26 +56,17 @@ class Relation(Mixer):
         self.phi = _ACTIVATIONS[activation]()
         self.proj = nn.Linear(inner, dim, bias=bias)
 
-    def _context(self, h: Tensor, mask: Tensor | None) -> Tensor:
-        """h' at every position: (B, N, d)."""
-        weight = torch.ones_like(h[..., :1]) if mask is None else mask[..., None].to(h.dtype)
-        if self.causal:
-            total, count = (h * weight).cumsum(dim=1), weight.cumsum(dim=1)
-        else:
-            total, count = (h * weight).sum(dim=1, keepdim=True), weight.sum(dim=1, keepdim=True)
-        return total / count.clamp(min=1.0)
+    def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
+        return {"sum": torch.zeros(batch_size, self.inner_dim, device=device, dtype=dtype),
+                "count": torch.zeros((), device=device, dtype=dtype)}
 
-    def _context_reference(self, h: Tensor, mask: Tensor | None) -> Tensor:
-        """h' through the explicit N x N averaging matrix A_ij = [j allowed for i] / #allowed."""
-        n = h.shape[1]
-        allowed = torch.ones(h.shape[0], n, n, dtype=h.dtype, device=h.device)
-        if self.causal:
-            allowed = allowed.tril()
-        if mask is not None:
-            allowed = allowed * mask[:, None, :].to(h.dtype)
-        return (allowed / allowed.sum(dim=-1, keepdim=True).clamp(min=1.0)) @ h
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        g, h = self.g_proj(x_t), self.h_proj(x_t)
+        total, count = state["sum"] + h, state["count"] + 1
+        return self.proj(self.phi(self.w(g * (total / count)))), {"sum": total, "count": count}
 
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         g, h = self.g_proj(x), self.h_proj(x)
-        context = self._context_reference(h, mask) if reference else self._context(h, mask)
+        mean = masked_mean_reference if reference else masked_mean
+        context = mean(h, mask, self.causal)
         return self.proj(self.phi(self.w(g * context)))

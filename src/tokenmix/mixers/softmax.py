@@ -33,6 +33,7 @@ def attention_mask(n: int, mask: Tensor | None, causal: bool, device: torch.devi
     paper="Vaswani et al. (2017); Yamada et al. (2022) eq. 4; Chen (2023) eqs. 10-17",
     complexity="O(N^2 d)",
     causal=True,
+    recurrent=True,
 )
 class SoftmaxAttention(QKVMixer):
     """Multi-head scaled dot-product attention, ``softmax(Q K^T / sqrt(h)) V`` (000 eq. 4; 004 eqs. 10-17).
@@ -40,6 +41,8 @@ class SoftmaxAttention(QKVMixer):
     The fast path is ``torch.nn.functional.scaled_dot_product_attention`` with a causal and/or key-padding
     mask; the reference forms the N x N score matrix explicitly. With ``bias=False`` (the default, as in
     004) the sub-layer has ``4 dim^2`` parameters (004 Table 7: 65,536 at dim 128).
+
+    Decoding (causal): a KV cache; step t costs O(t d). With ``max_len`` set, decoding past it raises.
 
     Options:
         bias: biases in the Q/K/V and output projections.
@@ -60,6 +63,19 @@ class SoftmaxAttention(QKVMixer):
         if not 0.0 <= attn_dropout < 1.0:
             self._fail(f"attn_dropout must be in [0, 1), got {attn_dropout}")
         self.attn_dropout = attn_dropout
+
+    def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
+        empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
+        return {"k": empty, "v": empty}
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        if self.max_len is not None and state["k"].shape[2] >= self.max_len:
+            self._fail(f"cannot decode past max_len={self.max_len}")
+        q, k, v = self.qkv_heads(x_t[:, None])
+        keys, values = torch.cat([state["k"], k], dim=2), torch.cat([state["v"], v], dim=2)
+        p = self.attn_dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, keys, values, dropout_p=p)  # the newest query sees all
+        return self.proj(out.reshape(x_t.shape[0], self.dim)), {"k": keys, "v": values}
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         p = self.attn_dropout if self.training else 0.0

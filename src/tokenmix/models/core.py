@@ -233,6 +233,12 @@ class Block(nn.Module):
         x = x + self.drop(self.mixer(self.ln1(x), mask))
         return x + self.drop(self.ffn(self.ln2(x)))
 
+    def step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """One decoding step of a causal block (no dropout): ``x_t`` (B, dim) -> (B, dim), new state."""
+        mixed, state = self.mixer.step(self.ln1(x_t), state)
+        x_t = x_t + mixed
+        return x_t + self.ffn(self.ln2(x_t)), state
+
 
 # ------------------------------------------------------------------------------------------------
 # models
@@ -422,12 +428,99 @@ class CausalLM(nn.Module):
             x = block(x)
         return self.head(self.norm(x))
 
+    @property
+    def can_step(self) -> bool:
+        """Every layer's mixer decodes incrementally (``mixer_info(name).recurrent``)."""
+        return mixer_info(self.mixer_name).recurrent
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt_ids: Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float = 1.0,
+        top_p: float | None = None,
+        seed: int | None = None,
+        use_step: bool | None = None,
+    ) -> Tensor:
+        """Sample ``max_new_tokens`` continuations of ``prompt_ids`` (B, P); returns (B, P + new).
+
+        With ``use_step`` None (default) the mixers' incremental ``step`` is used when every layer has one
+        (cost per token independent of the prefix for the recurrent mechanisms), otherwise the whole
+        prefix is recomputed for each token; ``use_step=False`` forces recomputation. Both give the same
+        tokens for the same ``seed``. ``temperature=0`` is greedy decoding; ``top_p`` keeps the smallest
+        set of tokens whose probability reaches ``top_p`` (nucleus sampling). The model is in eval mode
+        while generating. The learned positions cap ``P + max_new_tokens`` at ``max_len``.
+        """
+        owner = "CausalLM.generate"
+        ids = _check_ids(prompt_ids, self.vocab_size, self.max_len, owner)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"{owner}: max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+        if ids.shape[1] + max_new_tokens > self.max_len:
+            raise ValueError(f"{owner}: prompt length {ids.shape[1]} + {max_new_tokens} new tokens exceeds "
+                             f"max_len={self.max_len} (the learned positions)")
+        if not isinstance(temperature, (int, float)) or temperature < 0:
+            raise ValueError(f"{owner}: temperature must be >= 0, got {temperature!r}")
+        if top_p is not None and not 0.0 < top_p <= 1.0:
+            raise ValueError(f"{owner}: top_p must be in (0, 1], got {top_p!r}")
+        if use_step and not self.can_step:
+            raise ValueError(f"{owner}: mixer {self.mixer_name!r} has no incremental step; use use_step=False")
+        stepping = self.can_step if use_step is None else use_step
+        generator = torch.Generator(device=ids.device)
+        generator.manual_seed(seed if seed is not None else int(torch.randint(2**62, ()).item()))
+        was_training = self.training
+        self.eval()
+        try:
+            if stepping:
+                states = [block.mixer.init_state(ids.shape[0]) for block in self.blocks]
+                for t in range(ids.shape[1]):
+                    logits, states = self._step(ids[:, t], t, states)
+            else:
+                logits = self(ids)[:, -1]
+            for i in range(max_new_tokens):
+                token = _sample(logits, temperature, top_p, generator)
+                ids = torch.cat([ids, token[:, None]], dim=1)
+                if i + 1 == max_new_tokens:
+                    break
+                if stepping:
+                    logits, states = self._step(token, ids.shape[1] - 1, states)
+                else:
+                    logits = self(ids)[:, -1]
+        finally:
+            self.train(was_training)
+        return ids
+
+    def _step(self, tokens: Tensor, position: int, states: list) -> tuple[Tensor, list]:
+        """Next-token logits (B, vocab) after feeding ``tokens`` (B,) at ``position`` through every layer."""
+        x = self.token_embedding(tokens) + self.position_embedding.weight[position]
+        x = x * math.sqrt(self.dim) if self.scale_embedding else x
+        new_states = []
+        for block, state in zip(self.blocks, states):
+            x, state = block.step(x, state)
+            new_states.append(state)
+        return self.head(self.norm(x)), new_states
+
     def loss(self, ids: Tensor) -> Tensor:
         """Mean next-token cross-entropy: ``logits[:, :-1]`` against ``ids[:, 1:]`` (eq. 22); needs N >= 2."""
         if isinstance(ids, Tensor) and ids.dim() == 2 and ids.shape[1] < 2:
             raise ValueError(f"CausalLM.loss: needs at least 2 tokens per row, got shape {tuple(ids.shape)}")
         logits = self(ids)
         return F.cross_entropy(logits[:, :-1].reshape(-1, self.vocab_size), ids[:, 1:].reshape(-1).long())
+
+
+def _sample(logits: Tensor, temperature: float, top_p: float | None, generator: torch.Generator) -> Tensor:
+    """One token per row from ``logits`` (B, vocab): greedy at temperature 0, else softmax sampling,
+    restricted to the nucleus of probability ``top_p`` when given."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p is not None and top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the more likely tokens
+        sorted_probs = sorted_probs * (before < top_p)  # the most likely token always stays
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 class RelationNet(nn.Module):

@@ -29,7 +29,8 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["kernel_attention", "kernel_attention_reference", "auto_chunk_size", "upcast_low_precision"]
+__all__ = ["kernel_attention", "kernel_attention_reference", "kernel_attention_step", "auto_chunk_size",
+           "upcast_low_precision"]
 
 
 def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
@@ -136,6 +137,38 @@ def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: in
         prev_end = torch.cat([end[:, :, :1], end[:, :, :-1]], dim=2)  # chunk 0 has an empty prefix
         inter = (qc @ prefix) * torch.exp((prev_end[..., None] - sc).clamp(max=0.0))[..., None]
     return (intra + inter).view(b, h, c * chunk, d)[:, :, :n]
+
+
+def kernel_attention_step(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    state: Tensor | None,
+    *,
+    log_scale: Tensor | None = None,
+    prev_log_scale: Tensor | None = None,
+    eps: float = 1e-6,
+) -> tuple[Tensor, Tensor]:
+    """One causal step of :func:`kernel_attention`: O(F D), independent of the prefix length.
+
+    ``q``, ``k`` (B, H, F) and ``v`` (B, H, D) belong to the new position; ``state`` (B, H, F, D + 1) is
+    ``sum_j phi(k_j) [v_j, 1]^T`` over the prefix (None before the first token). With log-scales the state
+    is kept relative to the newest one: it is rescaled by ``exp(prev_log_scale - log_scale) <= 1`` before
+    the new key is added, exactly as the chunked form does between chunks. Returns (output (B, H, D) in
+    the dtype of ``v``, new state).
+    """
+    out_dtype = v.dtype
+    q, k, v = upcast_low_precision(q, k, v)
+    v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
+    update = k[..., :, None] * v1[..., None, :]
+    if state is None:
+        state = update
+    elif log_scale is None:
+        state = state + update
+    else:
+        state = state * torch.exp(prev_log_scale - log_scale)[..., None, None] + update
+    out = (q[..., None, :] @ state).squeeze(-2)
+    return _normalise(out, eps).to(out_dtype), state
 
 
 def kernel_attention_reference(
