@@ -25,9 +25,11 @@ def mixer_cases() -> list:
     return [pytest.param(n, c, id=f"{n}-{'causal' if c else 'bidir'}") for n in sequence_mixers() for c in modes(n)]
 
 
-def build(name: str, dim: int = 16, *, causal: bool = False, heads: int = 2, max_len: int = MAX_LEN,
+def build(name: str, dim: int = 16, *, causal: bool | None = None, heads: int = 2, max_len: int = MAX_LEN,
           dtype: torch.dtype = torch.float64, **options) -> torch.nn.Module:
+    """``causal=None``: bidirectional where the mechanism can be, causal otherwise."""
     info = tokenmix.mixer_info(name)
+    causal = not info.bidirectional if causal is None else causal
     num_heads = heads if info.multihead else 1
     mixer = tokenmix.create_mixer(name, dim, num_heads=num_heads, causal=causal, max_len=max_len, **options)
     return mixer.to(dtype).eval()

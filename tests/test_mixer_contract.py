@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tokenmix
 from conftest import (
     MAX_LEN,
     assert_matches_reference,
@@ -13,10 +17,6 @@ from conftest import (
     mixer_cases,
     sequence_mixers,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import tokenmix
 
 CASES = mixer_cases()
 
@@ -56,10 +56,17 @@ def test_causal_rejected_where_unsupported(name):
         tokenmix.create_mixer(name, 8, causal=True, max_len=MAX_LEN)
 
 
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if not tokenmix.mixer_info(n).bidirectional])
+def test_bidirectional_rejected_where_unsupported(name):
+    with pytest.raises(ValueError, match=name):
+        tokenmix.create_mixer(name, 8, causal=False, max_len=MAX_LEN)
+
+
 @pytest.mark.parametrize("name", [n for n in sequence_mixers() if not tokenmix.mixer_info(n).multihead])
 def test_heads_rejected_where_meaningless(name):
-    with pytest.raises(ValueError, match=name):
-        tokenmix.create_mixer(name, 8, num_heads=2, max_len=MAX_LEN)
+    causal = not tokenmix.mixer_info(name).bidirectional
+    with pytest.raises(ValueError, match=f"{name}.*num_heads"):
+        tokenmix.create_mixer(name, 8, num_heads=2, causal=causal, max_len=MAX_LEN)
 
 
 @pytest.mark.parametrize("name,causal", CASES)
