@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 
+from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 from tokenmix import create_mixer, mixer_info
 from tokenmix.mixers.base import merge_heads
 from tokenmix.mixers.cosformer import CosFormer

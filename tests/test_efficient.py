@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 
+from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 from tokenmix import create_mixer, mixer_info
 from tokenmix.mixers.base import merge_heads
 from tokenmix.mixers.efficient import EfficientAttention, masked_softmax_over_positions

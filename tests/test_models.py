@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 import torch.nn as nn
-from conftest import sequence_mixers
 from torch import Tensor
 
 import tokenmix
+from conftest import sequence_mixers
 from tokenmix.mixers.base import Mixer
 from tokenmix.models import Block, CausalLM, FeedForward, RelationNet, SequenceClassifier, sinusoidal_positions
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 
 import tokenmix
+from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 from tokenmix.mixers.performer import Performer, orthogonal_gaussian_projection
 
 
