@@ -91,9 +91,9 @@ def _mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner:
 
     ``num_heads`` is passed only when the user gave it (the registry rejects ``num_heads != 1`` for a
     mechanism without heads). ``max_len`` is passed whenever the caller has one: every mechanism accepts
-    it (a common create_mixer argument; at least it bounds N), and those flagged ``needs_max_len`` need
-    it in some configuration (e.g. a causal mechanism whose horizon is ``max_len``). A mechanism flagged
-    ``needs_max_len`` without one is an error here.
+    it (a common create_mixer argument: a cap on N, or the window of a ``sliding_window`` mechanism),
+    and those flagged ``needs_max_len`` need it in some configuration (e.g. a causal mechanism whose
+    horizon is ``max_len``). A mechanism flagged ``needs_max_len`` without one is an error here.
     """
     info = mixer_info(mixer)
     if info.spatial:
