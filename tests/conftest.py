@@ -7,6 +7,16 @@ import torch
 
 import tokenmix
 
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny shapes: intra-op threads only add contention on a small shared machine (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # The generic tests pass max_len=MAX_LEN to every mixer and keep N <= MAX_LEN.
 MAX_LEN = 24
 

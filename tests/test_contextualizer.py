@@ -13,14 +13,6 @@ NAME = "contextualizer"
 CONTEXTS = ["ones", "learned", "random"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread (2-core machines are shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def hand_contextualizer(x: torch.Tensor, params: list[tuple], c0: torch.Tensor) -> torch.Tensor:
     """003 §2 written out for one unpadded sequence x (N, d): for each step's (U, V, W[, b_U, b_V, b_W])
@@ -338,7 +330,6 @@ def _token_three_task(n: int, gen: torch.Generator, length: int = 10, vocab: int
 
 
 def test_classifier_learns_whether_token_three_occurs():
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     model = ContextualizerClassifier(12, 2, 16, pos_dim=4, max_len=10, steps=2, rank=16)

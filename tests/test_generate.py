@@ -29,13 +29,6 @@ def make(mixer: str) -> CausalLM:
     return CausalLM(VOCAB, mixer, DIM, 2, MAX_LEN, init_std=0.2)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.mark.parametrize("mixer", CAUSAL)
 def test_step_and_recompute_give_the_same_tokens(mixer):

@@ -18,14 +18,6 @@ MIXERS = ["softmax", "linear", "relation", "mlp"]
 VOCAB = 23
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, and far faster than on contended ones (2-core machines)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def require(name: str) -> None:
     if name not in tokenmix.list_mixers():

@@ -14,14 +14,6 @@ from tokenmix.mixers.sparse import fast_score_shape, sparse_pattern
 NAMES = {"strided": "sparse_strided", "fixed": "sparse_fixed"}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny shapes: intra-op threads only add contention on a loaded machine (restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 # (N, stride, summary): multiple of the stride, not a multiple, N < stride, stride 1, summary = stride.
 SHAPES = [(12, 4, 1), (13, 4, 2), (5, 8, 1), (9, 1, 1), (10, 3, 3), (17, 5, 2), (7, 7, 7)]
 
