@@ -32,6 +32,8 @@ class MixerInfo:
         spatial: it needs the 2-D grid ``hw`` of its input (vision mixers).
         recurrent: it has an incremental ``step()`` for decoding.
         multihead: ``num_heads`` > 1 is meaningful for it.
+        alternate: options a model applies to every second layer (e.g. Swin's ``shift=True``), as
+            (name, value) pairs; empty for most mechanisms.
         sliding_window: ``max_len`` is a window (only the last ``max_len`` tokens are seen) rather than a
             cap on N, so any length works.
         needs_max_len: some configuration of it (see its docstring) has a fixed length and requires
@@ -50,6 +52,7 @@ class MixerInfo:
     multihead: bool
     needs_max_len: bool
     sliding_window: bool
+    alternate: tuple[tuple[str, Any], ...]
     options: tuple[str, ...]
 
 
@@ -71,6 +74,7 @@ def register_mixer(
     multihead: bool = True,
     needs_max_len: bool = False,
     sliding_window: bool = False,
+    alternate: dict[str, Any] | None = None,
 ) -> Callable[[M], M]:
     """Class decorator that registers a mixer under ``name``.
 
@@ -86,6 +90,9 @@ def register_mixer(
         params = inspect.signature(cls.__init__).parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"mixer {name!r}: **kwargs would swallow unknown options; list them explicitly")
+        unknown_alternate = sorted(set(alternate or {}) - set(params))
+        if unknown_alternate:
+            raise TypeError(f"mixer {name!r}: alternate names options it does not have: {unknown_alternate}")
         missing = [a for a in _COMMON_ARGS if a not in params]
         if missing:
             raise TypeError(f"mixer {name!r}: __init__ lacks the common arguments {missing}")
@@ -102,6 +109,7 @@ def register_mixer(
             multihead=multihead,
             needs_max_len=needs_max_len,
             sliding_window=sliding_window,
+            alternate=tuple((alternate or {}).items()),
             options=options,
         )
         cls.info = info

@@ -3,10 +3,10 @@
 import importlib
 import pkgutil
 
-from .base import Mixer, QKVMixer
+from .base import Mixer, QKVMixer, SpatialMixer
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["Mixer", "QKVMixer"]
+__all__ = ["Mixer", "QKVMixer", "SpatialMixer"]

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..registry import MixerInfo
 
-__all__ = ["Mixer", "QKVMixer", "split_heads", "merge_heads"]
+__all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads"]
 
 
 def split_heads(t: Tensor, num_heads: int) -> Tensor:
@@ -191,4 +191,42 @@ class QKVMixer(Mixer):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         """(B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
+        raise NotImplementedError
+
+
+class SpatialMixer(Mixer):
+    """Base of the vision mixers: ``y = mixer(x, hw=(H, W), mask=None)`` with ``x`` of shape
+    ``(B, H*W, dim)``, the grid flattened row by row. A missing ``hw`` or ``H * W != N`` is an error.
+
+    Subclasses implement ``_mix_spatial(x, hw, mask, reference)``; ``x`` arrives as (B, N, dim).
+    """
+
+    def _check_hw(self, x: Tensor, hw: tuple[int, int] | None) -> tuple[int, int]:
+        if hw is None:
+            self._fail("needs the grid size: call mixer(x, hw=(H, W))")
+        if (not isinstance(hw, (tuple, list)) or len(hw) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in hw)):
+            self._fail(f"hw must be a pair of positive ints (H, W), got {hw!r}")
+        if isinstance(x, Tensor) and x.dim() == 3 and hw[0] * hw[1] != x.shape[1]:
+            self._fail(f"hw={tuple(hw)} has {hw[0] * hw[1]} cells but x has N={x.shape[1]} tokens")
+        return int(hw[0]), int(hw[1])
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, *, hw: tuple[int, int] | None = None) -> Tensor:
+        """``x`` (B, H*W, dim) on the grid ``hw`` -> (B, H*W, dim)."""
+        mask = self._check_input(x, mask)
+        hw = self._check_hw(x, hw)
+        return self._zero_padded(self._mix_spatial(x, hw, mask, reference=False), mask)
+
+    def forward_reference(self, x: Tensor, mask: Tensor | None = None, *,
+                          hw: tuple[int, int] | None = None) -> Tensor:
+        """The same function computed the plain way (dense masked attention); for tests."""
+        mask = self._check_input(x, mask)
+        hw = self._check_hw(x, hw)
+        return self._zero_padded(self._mix_spatial(x, hw, mask, reference=True), mask)
+
+    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+        self._fail("is spatial and needs hw")
+        raise AssertionError  # unreachable
+
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
         raise NotImplementedError
