@@ -44,12 +44,19 @@ def cmd_list() -> None:
     _print_table(["mixer", "complexity", "modes", "padding", "spatial", "paper"], rows)
 
 
+def _grid(n: int) -> tuple[int, int]:
+    """The most square (H, W) with H * W = n, H <= W."""
+    h = max(d for d in range(1, int(n**0.5) + 1) if n % d == 0)
+    return h, n // h
+
+
 def _time_fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, repeats: int) -> tuple[float, bool]:
+    spatial = mixer.info.spatial
     times, finite = [], True
     for _ in range(repeats + 1):  # the first run warms up
         x.grad = None
         start = time.perf_counter()
-        y = mixer(x, mask)
+        y = mixer(x, hw=_grid(x.shape[1])) if spatial else mixer(x, mask)
         y.square().mean().backward()
         times.append(time.perf_counter() - start)
         finite = finite and bool(torch.isfinite(y).all()) and bool(torch.isfinite(x.grad).all())
@@ -58,7 +65,8 @@ def _time_fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, r
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    """Every registered 1-D mixer, bidirectional and causal where supported, on the same random batch."""
+    """Every registered mixer, bidirectional and causal where supported, on the same random batch (spatial
+    mixers see it as the most square grid of ``length`` cells, without the padding)."""
     torch.manual_seed(args.seed)
     n = args.length
     x = torch.randn(args.batch, n, args.dim, requires_grad=True)
@@ -69,9 +77,6 @@ def cmd_demo(args: argparse.Namespace) -> None:
     rows = []
     for name in list_mixers():
         info = mixer_info(name)
-        if info.spatial:
-            rows.append([name, "-", "-", "-", "-", "skipped: needs a 2-D grid (hw)"])
-            continue
         for causal in (False, True):
             if not (info.causal if causal else info.bidirectional):
                 continue
