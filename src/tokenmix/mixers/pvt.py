@@ -1,0 +1,82 @@
+"""PVT's spatial-reduction attention, SRA (Wang et al. 2021; 002 §3.2)."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+from torch import Tensor
+
+from ..ops.spatial import attend, reduce_grid
+from ..registry import register_mixer
+from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
+
+
+@register_mixer(
+    "pvt",
+    paper="Wang et al. (2021) Pyramid Vision Transformer §3.3, SRA eqs. 2-4; 002 §3.2",
+    complexity="O(H^2 W^2 / R^2) (002 §3.2; O(N^2 d / R^2) with N = HW, R = sr_ratio)",
+    causal=False,
+    padding=False,
+    spatial=True,
+)
+class SpatialReductionAttention(SpatialMixer, QKVMixer):
+    """Spatial-reduction attention (002 §3.2; PVT eqs. 2-4)::
+
+        SR(x)   = Norm(Reshape(x, R) W^S)
+        head_j  = Attention(x W_j^Q, SR(x) W_j^K, SR(x) W_j^V)
+        SRA(x)  = Concat(head_0, ..., head_{h-1}) W^O
+
+    Queries stay at full resolution (N = H W); keys and values come from the grid reduced R-fold in each
+    dimension: ``Reshape(., R) W^S`` is a ``Conv2d(dim, dim, kernel=R, stride=R)`` (attribute ``sr``)
+    and ``Norm`` a LayerNorm (``norm``), so there are ``ceil(H/R) ceil(W/R) ~ N / R^2`` keys. With
+    ``sr_ratio=1`` there is no conv and no norm: plain multi-head attention.
+
+    Complexity (002 §3.2): ``O(H^2 W^2 / R^2)``, quadratic in N but R^2 times cheaper than MHSA.
+
+    Grids not divisible by R: ceil mode. The grid is zero-padded at the bottom/right to a multiple of R
+    before the strided conv, so each reduced cell is the conv over the real cells of its clipped R x R
+    block (padded positions contribute exactly zero; no reduced cell is all padding). The released PVT
+    code's floor-mode conv would instead drop the last ``H mod R`` rows / ``W mod R`` columns from the keys.
+    The reference builds ``Reshape(x, R)`` explicitly (:func:`tokenmix.ops.spatial.grid_blocks`) and
+    multiplies by the conv weight, then forms the N x N' score matrix.
+
+    Options:
+        sr_ratio: R (default 2; PVT uses R = 8, 4, 2, 1 in stages 1-4, and 2 is the ratio of stage 3,
+            which holds most of its layers).
+        bias: biases in the Q/K/V and output projections (default True, PVT's released ``qkv_bias=True``;
+            its output projection always has one).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        num_heads: int = 1,
+        causal: bool = False,
+        max_len: int | None = None,
+        sr_ratio: int = 2,
+        bias: bool = True,
+    ) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
+        if not isinstance(sr_ratio, int) or isinstance(sr_ratio, bool) or sr_ratio <= 0:
+            self._fail(f"sr_ratio must be a positive int, got {sr_ratio!r}")
+        self.sr_ratio = sr_ratio
+        if sr_ratio > 1:
+            self.sr = nn.Conv2d(dim, dim, kernel_size=sr_ratio, stride=sr_ratio)
+            self.norm = nn.LayerNorm(dim)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, sr_ratio={self.sr_ratio}"
+
+    def reduce(self, x: Tensor, hw: tuple[int, int], reference: bool = False) -> Tensor:
+        """SR(x): (B, H*W, dim) -> (B, N', dim); the identity when ``sr_ratio == 1``."""
+        if self.sr_ratio == 1:
+            return x
+        reduced, _ = reduce_grid(x, hw, self.sr, reference)
+        return self.norm(reduced)
+
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
+        xr = self.reduce(x, hw, reference)
+        h = self.num_heads
+        q = split_heads(self.q_proj(x), h)
+        k, v = split_heads(self.k_proj(xr), h), split_heads(self.v_proj(xr), h)
+        return self.proj(merge_heads(attend(q, k, v, reference)))
