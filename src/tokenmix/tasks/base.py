@@ -1,0 +1,241 @@
+"""The task registry: datasets with splits, a metric, and the model that fits them.
+
+A task is built by name, ``tokenmix.tasks.create_task(name, preset="quick", seed=0, **options)``, and gives:
+
+* ``splits``: ``{"train": ..., "val": ..., "test": ...}``, each a :class:`Split` of tensors;
+* ``batches(split, batch_size, *, shuffle, seed)``: an iterator of batches — :class:`TokenBatch`
+  ``(ids, mask, labels)`` for sequence classification, :class:`LMBatch` ``(ids, targets)`` for language
+  modelling, :class:`ImageBatch` ``(images, labels)`` for images. The same seed gives the same batches
+  in the same order, whatever the model;
+* ``build_model(mixer, dim=, depth=, num_heads=, mixer_options=)``: a ``SequenceClassifier``, ``CausalLM``
+  or ``ViT`` sized for the task (vocabulary, classes, length);
+* ``loss(model, batch)`` and ``evaluate(model, split, batch_size)``: the training loss and the metric.
+
+Tasks register with :func:`register_task`; the trainer and ``tokenmix compare`` see only this registry.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterator, TypeVar
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["TaskInfo", "Task", "Split", "TokenBatch", "LMBatch", "ImageBatch", "register_task", "list_tasks",
+           "task_info", "create_task", "pad_sequences"]
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a task is: ``kind`` is "classification" (TokenBatch), "language_model" (LMBatch) or
+    "image" (ImageBatch); ``metric`` names what :meth:`Task.evaluate` reports first."""
+
+    name: str
+    description: str
+    kind: str
+    metric: str
+    source: str
+    options: tuple[str, ...]
+
+
+@dataclass
+class TokenBatch:
+    ids: Tensor  # (B, N) int64
+    mask: Tensor  # (B, N) bool, True = real token
+    labels: Tensor  # (B,) int64
+
+
+@dataclass
+class LMBatch:
+    ids: Tensor  # (B, N) int64 inputs
+    targets: Tensor  # (B, N) int64, the next token of each position
+
+
+@dataclass
+class ImageBatch:
+    images: Tensor  # (B, C, H, W) float
+    labels: Tensor  # (B,) int64
+
+
+@dataclass
+class Split:
+    """One split as tensors. Token tasks: ``ids`` (M, N) int64 right-padded with ``pad_id`` and
+    ``lengths`` (M,); language modelling: ``ids`` (M, N + 1) windows; images: ``images`` (M, C, H, W)."""
+
+    labels: Tensor | None = None
+    ids: Tensor | None = None
+    lengths: Tensor | None = None
+    images: Tensor | None = None
+
+    def __len__(self) -> int:
+        for t in (self.labels, self.ids, self.images):
+            if t is not None:
+                return t.shape[0]
+        return 0
+
+
+def pad_sequences(sequences: list[list[int]], pad_id: int = 0) -> tuple[Tensor, Tensor]:
+    """Right-pad integer sequences into (M, max length) int64 ids and their (M,) lengths."""
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    ids = torch.full((len(sequences), int(lengths.max()) if len(sequences) else 0), pad_id, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    return ids, lengths
+
+
+class Task:
+    """Base class. Subclasses set ``self.splits`` (and the sizes below) in ``__init__`` and may override
+    ``build_model``; batching, loss and evaluation follow from ``info.kind``."""
+
+    info: ClassVar[TaskInfo]
+    splits: dict[str, Split]
+    num_classes: int | None = None
+    vocab_size: int | None = None
+    pad_id: int = 0
+    max_len: int = 0  # longest sequence (tokens), or the context length for language modelling
+    image_shape: tuple[int, int, int] | None = None  # (C, H, W) for image tasks
+
+    def _fail(self, message: str, error: type[Exception] = ValueError) -> None:
+        raise error(f"task {self.info.name!r}: {message}")
+
+    # -- batching ------------------------------------------------------------------------------
+    def batches(self, split: str, batch_size: int, *, shuffle: bool = False, seed: int = 0,
+                drop_last: bool = False) -> Iterator[TokenBatch | LMBatch | ImageBatch]:
+        """Batches of ``split``; with ``shuffle`` the order is drawn from ``seed`` alone."""
+        if split not in self.splits:
+            self._fail(f"unknown split {split!r}; splits: {', '.join(self.splits)}")
+        if not isinstance(batch_size, int) or batch_size <= 0:
+            self._fail(f"batch_size must be a positive int, got {batch_size!r}")
+        data = self.splits[split]
+        n = len(data)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)) if shuffle else torch.arange(n)
+        stop = n - n % batch_size if drop_last else n
+        for start in range(0, stop, batch_size):
+            yield self._batch(data, order[start:start + batch_size])
+
+    def _batch(self, data: Split, index: Tensor) -> TokenBatch | LMBatch | ImageBatch:
+        kind = self.info.kind
+        if kind == "classification":
+            lengths = data.lengths[index]
+            width = int(lengths.max())
+            ids = data.ids[index, :width]
+            mask = torch.arange(width)[None, :] < lengths[:, None]
+            return TokenBatch(ids, mask, data.labels[index])
+        if kind == "language_model":
+            window = data.ids[index]
+            return LMBatch(window[:, :-1], window[:, 1:])
+        return ImageBatch(data.images[index], data.labels[index])
+
+    # -- models and metrics --------------------------------------------------------------------
+    def build_model(self, mixer: str, *, dim: int = 64, depth: int = 2, num_heads: int | None = None,
+                    mixer_options: dict[str, Any] | None = None) -> nn.Module:
+        """The model this task trains: SequenceClassifier, CausalLM or ViT, sized for the task."""
+        from ..models import CausalLM, SequenceClassifier, ViT  # models import no task; avoid a cycle
+
+        kind = self.info.kind
+        if kind == "classification":
+            return SequenceClassifier(self.vocab_size, self.num_classes, mixer, dim, depth, num_heads=num_heads,
+                                      max_len=self.max_len, pooling="mean", mixer_options=mixer_options)
+        if kind == "language_model":
+            return CausalLM(self.vocab_size, mixer, dim, depth, self.max_len, num_heads=num_heads,
+                            mixer_options=mixer_options)
+        c, h, w = self.image_shape
+        return ViT((h, w), 4, c, self.num_classes, mixer, dim, depth, num_heads, mixer_options=mixer_options)
+
+    def logits(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
+        if isinstance(batch, TokenBatch):
+            return model(batch.ids, batch.mask)
+        if isinstance(batch, LMBatch):
+            return model(batch.ids)
+        return model(batch.images)
+
+    def loss(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
+        """Mean cross-entropy of the batch (next-token cross-entropy for language modelling)."""
+        logits = self.logits(model, batch)
+        if isinstance(batch, LMBatch):
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets.reshape(-1))
+        return F.cross_entropy(logits, batch.labels)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str = "val", batch_size: int = 64) -> dict[str, float]:
+        """``{"loss": mean loss, metric: value}``: accuracy for classification/images, perplexity for LM."""
+        was_training = model.training
+        model.eval()
+        total_loss, correct, count = 0.0, 0, 0
+        for batch in self.batches(split, batch_size):
+            logits = self.logits(model, batch)
+            if isinstance(batch, LMBatch):
+                flat = logits.reshape(-1, logits.shape[-1])
+                total_loss += float(F.cross_entropy(flat, batch.targets.reshape(-1), reduction="sum"))
+                count += batch.targets.numel()
+            else:
+                total_loss += float(F.cross_entropy(logits, batch.labels, reduction="sum"))
+                correct += int((logits.argmax(dim=-1) == batch.labels).sum())
+                count += batch.labels.numel()
+        model.train(was_training)
+        if count == 0:
+            self._fail(f"split {split!r} is empty")
+        mean = total_loss / count
+        metric = math.exp(mean) if self.info.kind == "language_model" else correct / count
+        return {"loss": mean, self.info.metric: metric}
+
+    def describe(self) -> dict[str, Any]:
+        """Split sizes and length statistics, for reports."""
+        out: dict[str, Any] = {"task": self.info.name}
+        for name, split in self.splits.items():
+            out[f"{name}_size"] = len(split)
+            if split.lengths is not None and len(split):
+                lengths = split.lengths.float()
+                out[f"{name}_length_min_mean_max"] = (int(lengths.min()), round(float(lengths.mean()), 1),
+                                                      int(lengths.max()))
+        return out
+
+
+_TASKS: dict[str, type[Task]] = {}
+T = TypeVar("T", bound=type)
+
+
+def register_task(name: str, *, description: str, kind: str, metric: str, source: str) -> Callable[[T], T]:
+    """Class decorator registering a :class:`Task` subclass; its options are its ``__init__`` keywords."""
+    if kind not in ("classification", "language_model", "image"):
+        raise ValueError(f"task {name!r}: unknown kind {kind!r}")
+
+    def decorate(cls: T) -> T:
+        if name in _TASKS:
+            raise ValueError(f"a task named {name!r} is already registered")
+        params = inspect.signature(cls.__init__).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"task {name!r}: **kwargs would swallow unknown options; list them explicitly")
+        options = tuple(p for p in params if p != "self")
+        cls.info = TaskInfo(name, description, kind, metric, source, options)
+        _TASKS[name] = cls
+        return cls
+
+    return decorate
+
+
+def list_tasks() -> list[str]:
+    """Sorted names of the registered tasks."""
+    return sorted(_TASKS)
+
+
+def task_info(name: str) -> TaskInfo:
+    if name not in _TASKS:
+        raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
+    return _TASKS[name].info
+
+
+def create_task(name: str, **options: Any) -> Task:
+    """Build the task ``name`` (loading or generating its data); unknown options raise ``ValueError``."""
+    info = task_info(name)
+    unknown = sorted(set(options) - set(info.options))
+    if unknown:
+        raise ValueError(f"task {name!r} has no option(s) {unknown}; its options are: {', '.join(info.options)}")
+    return _TASKS[name](**options)
