@@ -31,7 +31,8 @@ def merge_heads(t: Tensor) -> Tensor:
     return t.transpose(1, 2).reshape(b, n, h * d)
 
 
-def _autocast_enabled(device_type: str) -> bool:
+def autocast_enabled(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (works on torch versions before and after 2.4)."""
     try:
         return torch.is_autocast_enabled(device_type)
     except TypeError:  # torch < 2.4 has no device_type argument
@@ -89,7 +90,7 @@ class Mixer(nn.Module):
         if not x.is_floating_point():
             self._fail(f"x must be a floating-point tensor, got {x.dtype}", TypeError)
         param = next(self.parameters(), None)
-        if param is not None and param.dtype != x.dtype and not _autocast_enabled(x.device.type):
+        if param is not None and param.dtype != x.dtype and not autocast_enabled(x.device.type):
             self._fail(f"x has dtype {x.dtype} but the parameters are {param.dtype}; cast one to the other", TypeError)
         if x.shape[1] == 0:
             self._fail("x has an empty sequence (N = 0)")

@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..mixers.base import autocast_enabled
 from ..registry import create_mixer, mixer_info
 from .core import FeedForward, _check_dropout, _check_positive_int
 
@@ -45,13 +46,6 @@ def _pair(value: object, what: str, owner: str) -> tuple[int, int]:
         return int(value[0]), int(value[1])
     _check_positive_int(value, what, owner)
     return int(value), int(value)
-
-
-def _autocast_enabled(device_type: str) -> bool:
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # torch < 2.4
-        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
 
 
 class VisionBlock(nn.Module):
@@ -202,7 +196,7 @@ class ViT(nn.Module):
         if not images.is_floating_point():
             raise ValueError(f"{owner}: images must be floating point (e.g. uint8 pixels / 255.0), got {images.dtype}")
         weight = self.patch_embed.weight
-        if images.dtype != weight.dtype and not _autocast_enabled(images.device.type):
+        if images.dtype != weight.dtype and not autocast_enabled(images.device.type):
             raise ValueError(f"{owner}: images have dtype {images.dtype} but the model is {weight.dtype}; "
                              f"cast one to the other")
         return images
