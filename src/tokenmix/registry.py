@@ -138,6 +138,7 @@ def mixer_info(name: str) -> MixerInfo:
 def create_mixer(
     name: str,
     dim: int,
+    /,
     *,
     num_heads: int = 1,
     causal: bool = False,

@@ -232,7 +232,7 @@ def task_info(name: str) -> TaskInfo:
     return _TASKS[name].info
 
 
-def create_task(name: str, **options: Any) -> Task:
+def create_task(name: str, /, **options: Any) -> Task:
     """Build the task ``name`` (loading or generating its data); unknown options raise ``ValueError``."""
     info = task_info(name)
     unknown = sorted(set(options) - set(info.options))
