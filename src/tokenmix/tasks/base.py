@@ -136,7 +136,10 @@ class Task:
     # -- models and metrics --------------------------------------------------------------------
     def build_model(self, mixer: str, *, dim: int = 64, depth: int = 2, num_heads: int | None = None,
                     mixer_options: dict[str, Any] | None = None) -> nn.Module:
-        """The model this task trains: SequenceClassifier, CausalLM or ViT, sized for the task."""
+        """The model this task trains: SequenceClassifier, CausalLM or ViT, sized for the task.
+
+        Classifiers pool by the mean of the real tokens (a multi-layer encoder; 000's single-layer
+        first-token protocol is :class:`tokenmix.models.RelationNet`)."""
         from ..models import CausalLM, SequenceClassifier, ViT  # models import no task; avoid a cycle
 
         kind = self.info.kind
