@@ -14,7 +14,7 @@ from .registry import create_mixer, list_mixers, mixer_info
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tokenmix", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="the registered mixers and what they can do")
+    sub.add_parser("list", help="the registered mixers and tasks, and what they can do")
     demo = sub.add_parser("demo", help="build every mixer and run a forward/backward pass on random data")
     demo.add_argument("--dim", type=int, default=64)
     demo.add_argument("--heads", type=int, default=4)
@@ -42,6 +42,11 @@ def cmd_list() -> None:
         rows.append([name, info.complexity, modes, "yes" if info.padding else "no",
                      "yes" if info.spatial else "no", info.paper])
     _print_table(["mixer", "complexity", "modes", "padding", "spatial", "paper"], rows)
+    from .tasks import list_tasks, task_info  # tasks import optional data packages lazily
+
+    print()
+    _print_table(["task", "kind", "metric", "source"],
+                 [[n, task_info(n).kind, task_info(n).metric, task_info(n).source] for n in list_tasks()])
 
 
 def _grid(n: int) -> tuple[int, int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, Iterator, TypeVar
 
 import torch
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = ["TaskInfo", "Task", "Split", "TokenBatch", "LMBatch", "ImageBatch", "register_task", "list_tasks",
-           "task_info", "create_task", "pad_sequences"]
+           "task_info", "create_task", "pad_sequences", "to_device"]
 
 SPLITS = ("train", "val", "test")
 
@@ -79,6 +79,14 @@ class Split:
             if t is not None:
                 return t.shape[0]
         return 0
+
+
+def to_device(batch: TokenBatch | LMBatch | ImageBatch, device: torch.device) -> TokenBatch | LMBatch | ImageBatch:
+    """The batch with every tensor on ``device`` (the same object when already there)."""
+    tensors = {f.name: getattr(batch, f.name) for f in fields(batch)}
+    if all(t.device == device for t in tensors.values()):
+        return batch
+    return type(batch)(**{name: t.to(device) for name, t in tensors.items()})
 
 
 def pad_sequences(sequences: list[list[int]], pad_id: int = 0) -> tuple[Tensor, Tensor]:
@@ -153,6 +161,10 @@ class Task:
         return ViT((h, w), 4, c, self.num_classes, mixer, dim, depth, num_heads, mixer_options=mixer_options)
 
     def logits(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
+        """The model's output on ``batch``, moved to the model's device first."""
+        param = next(model.parameters(), None)
+        if param is not None:
+            batch = to_device(batch, param.device)
         if isinstance(batch, TokenBatch):
             return model(batch.ids, batch.mask)
         if isinstance(batch, LMBatch):
@@ -162,6 +174,7 @@ class Task:
     def loss(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
         """Mean cross-entropy of the batch (next-token cross-entropy for language modelling)."""
         logits = self.logits(model, batch)
+        batch = to_device(batch, logits.device)
         if isinstance(batch, LMBatch):
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets.reshape(-1))
         return F.cross_entropy(logits, batch.labels)
@@ -174,6 +187,7 @@ class Task:
         total_loss, correct, count = 0.0, 0, 0
         for batch in self.batches(split, batch_size):
             logits = self.logits(model, batch)
+            batch = to_device(batch, logits.device)
             if isinstance(batch, LMBatch):
                 flat = logits.reshape(-1, logits.shape[-1])
                 total_loss += float(F.cross_entropy(flat, batch.targets.reshape(-1), reduction="sum"))
