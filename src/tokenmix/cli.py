@@ -22,6 +22,30 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     demo.add_argument("--batch", type=int, default=2)
     demo.add_argument("--repeats", type=int, default=3)
     demo.add_argument("--seed", type=int, default=0)
+    tr = sub.add_parser("train", help="train one mixer on one task")
+    tr.add_argument("--task", required=True)
+    tr.add_argument("--mixer", required=True)
+    tr.add_argument("--seed", type=int, default=0)
+    length = tr.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=int)
+    length.add_argument("--max-steps", type=int)
+    tr.add_argument("--out")
+    tr.add_argument("--resume", action="store_true")
+    tr.add_argument("--preset", default="quick", choices=["quick", "paper"])
+    tr.add_argument("--dim", type=int, default=32)
+    tr.add_argument("--depth", type=int, default=2)
+    tr.add_argument("--heads", type=int, default=2)
+    tr.add_argument("--batch-size", type=int, default=32)
+    tr.add_argument("--lr", type=float, default=3e-3)
+    tr.add_argument("--eval-every", type=int)
+    cp = sub.add_parser("compare", help="train mixers side by side and write a leaderboard "
+                        "(no arguments: the embedded default, a few minutes on 2 CPU cores)")
+    cp.add_argument("--task")
+    cp.add_argument("--mixers", help="comma-separated names, or 'all'")
+    cp.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2")
+    cp.add_argument("--out", default="runs/compare")
+    cp.add_argument("--preset", choices=["quick", "paper"])
+    cp.add_argument("--max-steps", type=int)
     return parser.parse_args(argv)
 
 
@@ -94,12 +118,50 @@ def cmd_demo(args: argparse.Namespace) -> None:
     _print_table(["mixer", "mode", "complexity", "params", "fwd+bwd ms", "status"], rows)
 
 
+def cmd_train(args: argparse.Namespace) -> None:
+    from .registry import mixer_info as info_of
+    from .tasks import create_task
+    from .train import TrainConfig, train
+
+    task = create_task(args.task, preset=args.preset, seed=0)
+    torch.manual_seed(args.seed)
+    heads = args.heads if info_of(args.mixer).multihead else None
+    model = task.build_model(args.mixer, dim=args.dim, depth=args.depth, num_heads=heads)
+    config = TrainConfig(max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                         eval_every=args.eval_every, seed=args.seed, out_dir=args.out, resume=args.resume)
+    result = train(task, model, config)
+    print(f"{args.task} / {args.mixer} / seed {args.seed}: best val {result.metric_name} {result.best_metric:.4f} "
+          f"at epoch {result.best_epoch:.2f}; test {result.test_metric}; {result.time_per_epoch_s:.2f} s/epoch; "
+          f"{result.tokens_per_s:.0f} tokens/s")
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from dataclasses import replace
+
+    from .compare import DEFAULT, PRESETS, compare
+
+    settings = DEFAULT
+    if args.task:
+        settings = replace(settings, task=args.task)
+    if args.preset:
+        settings = replace(settings, preset=args.preset, **PRESETS[args.preset])
+    if args.mixers:
+        names = list_mixers() if args.mixers == "all" else args.mixers.split(",")
+        settings = replace(settings, mixers=[n for n in names if not n.startswith("_")])
+    if args.seeds:
+        settings = replace(settings, seeds=[int(s) for s in args.seeds.split(",")])
+    if args.max_steps:
+        settings = replace(settings, max_steps=args.max_steps, eval_every=min(settings.eval_every, args.max_steps))
+    compare(settings, args.out)
+    print(f"\nwrote {args.out}/results.csv, report.md, metric_vs_time.png, metric_vs_epoch_time.png\n")
+    with open(f"{args.out}/report.md") as report:
+        print(report.read())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    if args.command == "list":
-        cmd_list()
-    elif args.command == "demo":
-        cmd_demo(args)
+    commands = {"list": lambda a: cmd_list(), "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare}
+    commands[args.command](args)
     return 0
 
 
