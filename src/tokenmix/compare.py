@@ -160,12 +160,17 @@ def _plot(histories: dict, summary: list, metric: str, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    mixers = sorted({mixer for mixer, _ in histories})
+    colors = {m: plt.cm.tab20(i % 20) for i, m in enumerate(mixers)}  # one colour per mixer, a style per seed
+    styles = ["-", "--", ":", "-."]
+    seeds = sorted({seed for _, seed in histories})
     for (mixer, seed), history in sorted(histories.items()):
-        ax.plot([h.wall_s for h in history], [h.val_metric for h in history], marker=".",
-                label=f"{mixer} (seed {seed})")
-    ax.set(xlabel="training wall time (s)", ylabel=f"validation {metric}", title="metric vs wall time")
-    ax.legend(fontsize="small")
+        ax.plot([h.wall_s for h in history], [h.val_metric for h in history], marker=".", color=colors[mixer],
+                linestyle=styles[seeds.index(seed) % len(styles)], label=mixer if seed == seeds[0] else None)
+    ax.set(xlabel="training wall time (s)", ylabel=f"validation {metric}",
+           title="metric vs wall time (line style: seed)")
+    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(out / "metric_vs_time.png", dpi=100)
     plt.close(fig)
