@@ -64,3 +64,6 @@ def test_cli_train_and_compare(tmp_path, capsys):
     main(["compare", "--task", "recall", "--mixers", "mlp,relation", "--seeds", "0", "--max-steps", "4",
           "--out", str(tmp_path / "cmp")])
     assert "| relation |" in capsys.readouterr().out
+    main(["compare", "--task", "recall", "--mixers", "relation", "--seeds", "0", "--max-steps", "2",
+          "--out", str(tmp_path / "baseline")])
+    assert "| mlp |" in capsys.readouterr().out  # the baseline is always on the leaderboard

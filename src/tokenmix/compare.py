@@ -26,6 +26,7 @@ from .train import TrainConfig, TrainResult, train
 
 __all__ = ["CompareSettings", "DEFAULT", "PRESETS", "skip_reason", "compare", "write_report"]
 
+BASELINE = "mlp"  # the pointwise, no-context mechanism of 000 §3.2.1
 COLUMNS = ["task", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch", "time_per_epoch_s",
            "time_to_target_s", "tokens_per_s", "peak_mem_mb", "skipped"]
 
@@ -85,15 +86,17 @@ def _row(settings: CompareSettings, mixer: str, seed: int, result: TrainResult |
 
 
 def compare(settings: CompareSettings, out_dir: str | Path, *, progress: bool | None = None) -> list[dict]:
-    """Train every mixer x seed of ``settings``; write the outputs into ``out_dir``; return the rows."""
+    """Train every mixer x seed of ``settings``, plus the "mlp" baseline when it is not among them (the
+    leaderboard always shows what no context achieves); write the outputs into ``out_dir``; return the rows."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    unknown = sorted(set(settings.mixers) - set(list_mixers()))
+    mixers = [*settings.mixers, *([BASELINE] if BASELINE not in settings.mixers else [])]
+    unknown = sorted(set(mixers) - set(list_mixers()))
     if unknown:
         raise ValueError(f"unknown mixer(s) {unknown}; available: {', '.join(list_mixers())}")
     task = create_task(settings.task, preset=settings.preset, seed=0)
     rows, histories = [], {}
-    for mixer in settings.mixers:
+    for mixer in mixers:
         reason = skip_reason(mixer, task)
         if reason is not None:
             print(f"skip {mixer}: {reason}", flush=True)
