@@ -28,30 +28,13 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from ..ops.masked_softmax import masked_softmax
 from ..registry import register_mixer
 from .base import Mixer
 
 __all__ = ["Contextualizer"]
 
 _CONTEXTS = ("ones", "learned", "random")
-
-
-def _masked_softmax_over_tokens(logits: Tensor, mask: Tensor | None) -> Tensor:
-    """[2b]: softmax of ``logits`` (B, N, d) over the N tokens, separately for every feature, real tokens only.
-
-    Padded tokens get weight exactly 0 (and no gradient); a row with no real token gets all-zero weights,
-    never NaN, forward or backward: padded logits are -inf before ``exp``, the shift is the detached max
-    over real tokens (0 when there is none), and an empty sum is replaced by 1.
-    """
-    if mask is None:
-        return torch.softmax(logits, dim=1)
-    real = mask[..., None]
-    logits = logits.masked_fill(~real, float("-inf"))
-    shift = logits.detach().amax(dim=1, keepdim=True)
-    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
-    e = torch.exp(logits - shift)
-    total = e.sum(dim=1, keepdim=True)
-    return e / torch.where(total > 0, total, torch.ones_like(total))
 
 
 @register_mixer(
@@ -218,7 +201,7 @@ class Contextualizer(Mixer):
             logits = (ux * vc[:, None, :]) @ w.transpose(0, 1)                # [2a], (B, N, d)
             if b_w is not None:
                 logits = logits + b_w
-            alpha = _masked_softmax_over_tokens(logits, mask)                 # [2b]
+            alpha = masked_softmax(logits, None if mask is None else mask[..., None], dim=1)                 # [2b]
             c = (alpha * x).sum(dim=1)                                        # [2c] with (2)
             if keep_weights:
                 weights.append(alpha)

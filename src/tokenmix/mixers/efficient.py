@@ -6,27 +6,15 @@ import torch
 from torch import Tensor
 
 from ..ops.kernel_attention import upcast_low_precision
+from ..ops.masked_softmax import masked_softmax
 from ..registry import register_mixer
 from .base import QKVMixer
 
 
 def masked_softmax_over_positions(k: Tensor, mask: Tensor | None) -> Tensor:
-    """rho_k: softmax of each feature column of ``k`` (B, H, N, D) over the N positions, real keys only.
-
-    Padded keys get weight exactly 0 and no gradient; a row with no real key at all gives zeros (never
-    NaN, neither forward nor backward): the shift is the (detached) max over real keys, or 0 when there
-    is none, padded entries are -inf before ``exp`` (so ``exp`` is 0 with zero gradient), and an empty
-    column sum is replaced by 1.
-    """
-    if mask is None:
-        return torch.softmax(k, dim=2)
-    real = mask[:, None, :, None]
-    k = k.masked_fill(~real, float("-inf"))
-    shift = k.detach().amax(dim=2, keepdim=True)
-    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
-    e = torch.exp(k - shift)
-    total = e.sum(dim=2, keepdim=True)
-    return e / torch.where(total > 0, total, torch.ones_like(total))
+    """rho_k: softmax of each feature column of ``k`` (B, H, N, D) over the N positions, real keys only
+    (padded keys get weight exactly 0; a row with no real key gives zeros, never NaN)."""
+    return masked_softmax(k, None if mask is None else mask[:, None, :, None], dim=2)
 
 
 @register_mixer(
