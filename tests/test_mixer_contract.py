@@ -137,7 +137,12 @@ def test_finite_for_large_inputs(name, causal):
     torch.manual_seed(4)
     mixer = build(name, dim=64, causal=causal, heads=1, dtype=torch.float32)
     x = torch.empty(2, MAX_LEN, 64).uniform_(-10, 10)
-    assert torch.isfinite(mixer(x)).all()
+    for mask in (None, lengths_mask([MAX_LEN, 5], MAX_LEN)):
+        x_ = x.clone().requires_grad_(True)
+        y = mixer(x_, mask)
+        assert torch.isfinite(y).all()
+        y.sum().backward()
+        assert torch.isfinite(x_.grad).all()
 
 
 @pytest.mark.parametrize("name,causal", CASES)
