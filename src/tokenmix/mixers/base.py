@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from ..ops.opcounts import OpCounts
 from ..registry import MixerInfo
 
 __all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads"]
@@ -163,6 +164,47 @@ class Mixer(nn.Module):
 
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         raise NotImplementedError
+
+    # -- operation counts (``tokenmix count``; conventions in tokenmix.ops.opcounts) -------------
+    def count_ops(self, length: int, *, hw: tuple[int, int] | None = None) -> OpCounts:
+        """Multiplications, additions, divisions and exponentiations of one forward pass over one sequence
+        of ``length`` tokens (004 Tables 3-4 count the same way); spatial mixers also need the grid ``hw``.
+        Causal mixers count the causal computation. The derivation sits beside each mechanism's code."""
+        if not isinstance(length, int) or isinstance(length, bool) or length <= 0:
+            self._fail(f"length must be a positive int, got {length!r}")
+        if self.max_len is not None and length > self.max_len and not self.info.sliding_window:
+            self._fail(f"length {length} exceeds max_len={self.max_len}")
+        if self.info.spatial:
+            hw = self._check_hw(None, hw)  # type: ignore[attr-defined]
+            if hw[0] * hw[1] != length:
+                self._fail(f"hw={hw} has {hw[0] * hw[1]} cells but length={length}")
+            return self._count_ops_spatial(hw)
+        if hw is not None:
+            self._fail("hw is only for spatial mixers")
+        return self._count_ops(length)
+
+    def count_step_ops(self, t: int) -> OpCounts:
+        """The extra operations to produce the output of token ``t`` (1-based) when tokens ``1..t-1`` were
+        already processed and their cache/state is kept (004 Tables 5-6). Causal mixers only."""
+        if not self.causal:
+            self._fail("count_step_ops needs a causal mixer (incremental inference is causal)")
+        if not isinstance(t, int) or isinstance(t, bool) or t <= 0:
+            self._fail(f"t must be a positive int, got {t!r}")
+        if self.max_len is not None and t > self.max_len and not self.info.sliding_window:
+            self._fail(f"t={t} exceeds max_len={self.max_len}")
+        return self._count_step_ops(t)
+
+    def _count_ops(self, length: int) -> OpCounts:
+        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
+        raise AssertionError  # unreachable
+
+    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
+        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
+        raise AssertionError  # unreachable
+
+    def _count_step_ops(self, t: int) -> OpCounts:
+        self._fail("incremental operation counts are not derived for this mechanism", NotImplementedError)
+        raise AssertionError  # unreachable
 
 
 class QKVMixer(Mixer):

@@ -1,0 +1,71 @@
+"""Arithmetic-operation counts: the bookkeeping behind ``tokenmix count`` (004 section 7, Tables 3-7).
+
+Conventions (those of 004 Tables 3-6, applied to every mechanism):
+
+* one sequence (batch 1), the forward pass only; "training" means computing all ``l`` outputs of a
+  sequence of length ``l`` at once, "inference step at length t" the extra work for token ``t`` when the
+  previous ``t - 1`` tokens were already processed (KV cache / recurrent state reused);
+* a dot product of length ``k`` costs ``k`` multiplications and ``k - 1`` additions, a product of an
+  ``m x k`` by a ``k x n`` matrix ``m n k`` multiplications and ``m n (k - 1)`` additions; a bias adds one
+  addition per output element;
+* ``exps`` counts evaluations of ``exp`` (softmax, FAVOR+ features, sigmoid, elu); ``divs`` counts
+  divisions (including multiplying by a scale computed as ``1 / x``, which the papers write as a division);
+  square roots are counted as divisions' kin in ``divs`` only when the paper writes them as such; any other
+  primitive (max, comparison, cos/sin lookup) is documented by the mechanism that uses it and not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["OpCounts", "matmul_ops", "linear_ops", "dot_ops", "elementwise"]
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """Numbers of multiplications, additions, divisions and exponentiations."""
+
+    mults: int = 0
+    adds: int = 0
+    divs: int = 0
+    exps: int = 0
+
+    def __add__(self, other: OpCounts) -> OpCounts:
+        if not isinstance(other, OpCounts):
+            return NotImplemented
+        return OpCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __mul__(self, factor: int) -> OpCounts:
+        if not isinstance(factor, int) or isinstance(factor, bool):
+            return NotImplemented
+        return OpCounts(*(getattr(self, f.name) * factor for f in fields(self)))
+
+    __rmul__ = __mul__
+
+    @property
+    def total(self) -> int:
+        """All arithmetic operations (004 Table 7's "total arithmetic operations")."""
+        return self.mults + self.adds + self.divs + self.exps
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def matmul_ops(m: int, k: int, n: int) -> OpCounts:
+    """(m x k) @ (k x n): ``m n k`` multiplications, ``m n (k - 1)`` additions."""
+    return OpCounts(mults=m * n * k, adds=m * n * (k - 1))
+
+
+def linear_ops(rows: int, d_in: int, d_out: int, bias: bool = False) -> OpCounts:
+    """``rows`` vectors through an ``nn.Linear(d_in, d_out)``."""
+    return matmul_ops(rows, d_in, d_out) + OpCounts(adds=rows * d_out if bias else 0)
+
+
+def dot_ops(k: int, count: int = 1) -> OpCounts:
+    """``count`` dot products of length ``k``."""
+    return OpCounts(mults=count * k, adds=count * (k - 1))
+
+
+def elementwise(n: int, *, mults: int = 0, adds: int = 0, divs: int = 0, exps: int = 0) -> OpCounts:
+    """``n`` elements, each costing the given numbers of each operation."""
+    return OpCounts(mults=n * mults, adds=n * adds, divs=n * divs, exps=n * exps)
