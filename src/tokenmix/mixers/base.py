@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts
+from ..ops.opcounts import OpCounts, linear_ops
 from ..registry import MixerInfo
 
 __all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads"]
@@ -235,6 +235,33 @@ class QKVMixer(Mixer):
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         """(B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
         raise NotImplementedError
+
+    # -- operation counts: projections + num_heads x (per-head rule), 004 Table 3's structure ----------
+    def _count_projections(self, rows: int) -> OpCounts:
+        """``W_Q``, ``W_K``, ``W_V`` and ``W_out`` applied to ``rows`` tokens: ``4 rows dim^2`` multiplications
+        and ``4 rows dim (dim - 1)`` additions, plus ``rows dim`` additions per projection that has a bias."""
+        return sum((linear_ops(rows, p.in_features, p.out_features, p.bias is not None)
+                    for p in (self.q_proj, self.k_proj, self.v_proj, self.proj)), OpCounts())
+
+    def _count_ops(self, length: int) -> OpCounts:
+        """The four projections over ``length`` tokens plus ``num_heads`` times :meth:`_count_attend`."""
+        return self._count_projections(length) + self.num_heads * self._count_attend(length)
+
+    def _count_attend(self, length: int) -> OpCounts:
+        """Operations of one head's attention rule (``_attend``) over ``length`` tokens, given that head's
+        Q, K, V (``head_dim`` wide each); projections excluded. Subclasses implement it."""
+        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
+        raise AssertionError  # unreachable
+
+    def _count_step_ops(self, t: int) -> OpCounts:
+        """The four projections of the one new token plus ``num_heads`` times :meth:`_count_attend_step`."""
+        return self._count_projections(1) + self.num_heads * self._count_attend_step(t)
+
+    def _count_attend_step(self, t: int) -> OpCounts:
+        """One head's extra operations for the output of token ``t`` given its cache/state (its own q, k, v
+        already projected). Causal subclasses implement it."""
+        self._fail("incremental operation counts are not derived for this mechanism", NotImplementedError)
+        raise AssertionError  # unreachable
 
 
 class SpatialMixer(Mixer):

@@ -29,6 +29,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..ops.masked_softmax import masked_softmax
+from ..ops.opcounts import OpCounts, matmul_ops, softmax_ops
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -255,3 +256,30 @@ class Contextualizer(Mixer):
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         c = self._run(x, mask, None, reference, keep_weights=False)[0]
         return c[:, None, :].expand(x.shape).contiguous()   # position i receives c^(K)
+
+    # -- operation counts ----------------------------------------------------------------------
+    def _count_ops(self, length: int) -> OpCounts:
+        """Algorithm 1 over ``l = length`` tokens, ``d = dim``, ``u = rank``, ``K = steps`` (003 Table 1: O(l u d)
+        per step):
+
+        * ``U x_i`` for every token (``l u d`` multiplications, ``l u (d - 1)`` additions, + ``l u`` with
+          ``bias``): once when ``recurrent`` (the products are reused), at every step otherwise;
+        * per step: ``V c`` (``u d``, ``u (d - 1)``, + ``u``); ``U x_i * V c`` (``l u`` multiplications);
+          ``W (.)`` ([2a]: ``l d u`` multiplications, ``l d (u - 1)`` additions, + ``l d``); the softmax over
+          the ``l`` tokens of each of the ``d`` features ([2b]); ``c = sum_i alpha_i * x_i`` ([2c]: ``l d``
+          multiplications, ``(l - 1) d`` additions).
+
+        c^(0) costs nothing (a constant, a parameter, or a random draw, which is not arithmetic) and the
+        broadcast of c^(K) to every position is a copy."""
+        n, d, u = length, self.dim, self.rank
+        bias = self.bias
+
+        def biased(rows: int, width: int) -> OpCounts:
+            return OpCounts(adds=rows * width if bias else 0)
+
+        project_x = matmul_ops(n, d, u) + biased(n, u)
+        per_step = (matmul_ops(1, d, u) + biased(1, u) + OpCounts(mults=n * u)
+                    + matmul_ops(n, u, d) + biased(n, d) + softmax_ops(n, d)
+                    + OpCounts(mults=n * d, adds=(n - 1) * d))
+        projections = project_x * (1 if self.recurrent else self.steps)
+        return projections + per_step * self.steps

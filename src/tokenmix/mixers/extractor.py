@@ -51,6 +51,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..ops.fft_conv import causal_conv_matrix_fft, fft_size
+from ..ops.opcounts import OpCounts, elementwise, linear_ops
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -83,22 +85,6 @@ def choose_path(path: str, n: int, taps: int, kind: str) -> str:
     if path != "auto":
         return path
     return "fft" if min(n, taps) >= FFT_MIN_TAPS[kind] else "direct"
-
-
-def fft_size(n: int) -> int:
-    """The smallest 2^a 3^b 5^c >= n (a length pocketfft transforms quickly)."""
-    best = 1 << max(n - 1, 0).bit_length()
-    p5 = 1
-    while p5 < best:
-        p35 = p5
-        while p35 < best:
-            m = p35
-            while m < n:
-                m *= 2
-            best = min(best, m)
-            p35 *= 3
-        p5 *= 5
-    return best
 
 
 def _apply_taps(window: Tensor, w: Tensor, kind: str) -> Tensor:
@@ -145,21 +131,20 @@ def _conv_direct_matrix(u: Tensor, w: Tensor) -> Tensor:
 
 
 def _conv_fft(u: Tensor, w: Tensor, kind: str) -> Tensor:
-    """The same convolution by overlap-add FFT with blocks of ``P = K`` positions (K = taps in use)."""
+    """The same convolution by overlap-add FFT with blocks of ``P = K`` positions (K = taps in use); matrix
+    taps go to :func:`tokenmix.ops.fft_conv.causal_conv_matrix_fft` (hand-written backward)."""
     b, n, d = u.shape
     p = w.shape[0]
     nb = -(-n // p)
     length = fft_size(2 * p)  # a block's linear convolution has 2P - 1 <= length samples: no wrap
     dtype = torch.float32 if u.dtype in (torch.float16, torch.bfloat16) else u.dtype
     with torch.autocast(device_type=u.device.type, enabled=False):
+        if kind == "matrix":
+            return causal_conv_matrix_fft(u.to(dtype), w.to(dtype)).to(u.dtype)
         blocks = F.pad(u.to(dtype), (0, 0, 0, nb * p - n)).view(b, nb, p, d)
         spec = torch.fft.rfft(blocks, n=length, dim=2)  # (B, nb, F, d)
         taps = torch.fft.rfft(w.to(dtype), n=length, dim=0)  # (F, ...)
-        if kind == "matrix":
-            f = spec.shape[2]
-            rows = spec.permute(2, 0, 1, 3).reshape(f, b * nb, d)
-            spec = (rows @ taps).view(f, b, nb, d).permute(1, 2, 0, 3)
-        elif kind == "vector":
+        if kind == "vector":
             spec = spec * taps
         else:
             spec = spec * taps[:, None]
@@ -258,6 +243,41 @@ class Extractor(Mixer):
         y_t = self._finish(x_t, ext.to(x_t.dtype)).to(x_t.dtype)
         return y_t, {"window": window, "pos": state["pos"] + 1}
 
+    # -- operation counts (004 Tables 3-6) -----------------------------------------------------
+    def _count_extraction(self, taps: int, positions: int) -> OpCounts:
+        """The extraction (eqs. 23, 26, 28, 29) of ``positions`` outputs that use ``taps`` taps in all: output
+        ``i`` sums ``k_i = min(i, l)`` terms (``i`` as in 004, which assumes ``i <= l``; the last ``l`` inputs
+        beyond it), each a ``d x d`` matrix-vector product (SHE: ``d^2`` multiplications, ``d (d - 1)``
+        additions) or a ``d``-wide element-wise product (HE, WE: vector taps; ME: one scalar tap times a
+        ``d``-vector; ``d`` multiplications), and adding the ``k_i`` terms costs ``(k_i - 1) d`` additions.
+        This is the direct sum of the equations, as 004 counts it; the FFT path computes the same outputs
+        with a different mix of operations (O(d log l) per output and channel instead of O(l d)), which these
+        counts do not describe."""
+        d = self.dim
+        if self.kind == "matrix":
+            per_tap = OpCounts(mults=d * d, adds=d * (d - 1))
+        else:
+            per_tap = OpCounts(mults=d)
+        return taps * per_tap + OpCounts(adds=(taps - positions) * d)
+
+    def _count_around(self, rows: int) -> OpCounts:
+        """What :meth:`_conv_input` and :meth:`_finish` cost for ``rows`` positions (nothing for the ME)."""
+        return OpCounts()
+
+    def _count_ops(self, length: int) -> OpCounts:
+        """Training over ``length`` positions (004 Tables 3-4, the sums over ``t = 1..l``): the extraction
+        with ``sum_i min(i, l)`` taps in all (``l (l + 1) / 2`` when ``length = l``) plus the parts around it
+        at every position. Equal to the sum of :meth:`_count_step_ops` over ``t = 1..length``."""
+        taps = self.taps
+        full = min(length, taps)
+        in_use = full * (full + 1) // 2 + (length - full) * taps
+        return self._count_extraction(in_use, length) + self._count_around(length)
+
+    def _count_step_ops(self, t: int) -> OpCounts:
+        """Inference at length ``t`` (004 Tables 5-6): the extraction of one output over ``min(t, l)`` taps
+        of the shift register plus the parts around it for the new token."""
+        return self._count_extraction(min(t, self.taps), 1) + self._count_around(1)
+
 
 class _Adjusted(Extractor):
     """SHE/HE/WE: the adjustment ``(x W^adj) o e`` (eq. 24) and the optional ``W^out`` (eq. 25)."""
@@ -279,6 +299,17 @@ class _Adjusted(Extractor):
     def _finish(self, x: Tensor, ext: Tensor) -> Tensor:
         adjusted = self.adj(x) * ext
         return adjusted if self.out is None else self.out(adjusted)
+
+    def _count_around(self, rows: int) -> OpCounts:
+        """The adjustment ``(x W^adj) o e`` (eq. 24: ``d^2`` multiplications and ``d (d - 1)`` additions for
+        ``x W^adj`` (+ ``d`` additions with a bias), ``d`` multiplications for the Hadamard product) and the
+        optional ``W^out`` (eq. 25: ``d^2`` and ``d (d - 1)``, + ``d`` with a bias), per position: the
+        ``d d + d + d d`` multiplications and ``(d - 1) d + (d - 1) d`` additions of 004 Tables 3-6."""
+        d = self.dim
+        around = linear_ops(rows, d, d, self.adj.bias is not None) + elementwise(rows * d, mults=1)
+        if self.out is not None:
+            around = around + linear_ops(rows, d, d, self.out.bias is not None)
+        return around
 
 
 @register_mixer(
@@ -358,6 +389,11 @@ class HE(_Adjusted):
 
     def _conv_input(self, x: Tensor) -> Tensor:
         return self.in_ext(x)
+
+    def _count_around(self, rows: int) -> OpCounts:
+        """``X W^in_ext`` (eq. 27: ``d^2`` multiplications, ``d (d - 1)`` additions per position, + ``d``
+        additions with a bias; 004 Table 4's extra ``d d l``) and the SHE's adjustment and projection."""
+        return linear_ops(rows, self.dim, self.dim, self.in_ext.bias is not None) + super()._count_around(rows)
 
 
 @register_mixer(

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import Tensor
 
+from ..ops.opcounts import OpCounts
 from ..registry import register_mixer
 from .linear import KernelAttentionMixer
 
@@ -148,3 +149,21 @@ class Performer(KernelAttentionMixer):
         first = torch.where(torch.isfinite(first), first, torch.zeros_like(first))  # no real key at all
         s = torch.where(seen, s, first)
         return phi_q, torch.exp(uk - s[..., None]) * norm, s
+
+    # -- operation counts (appended; the computation above is unchanged) -----------------------
+    @property
+    def feature_dim(self) -> int:
+        """F = m, the number of random features."""
+        return self.nb_features
+
+    def _count_features(self, rows: int) -> OpCounts:
+        """FAVOR+ features of ``rows`` queries and ``rows`` keys; per row, with ``D = head_dim`` and ``m`` features:
+        the scaling ``x' = x D^(-1/4)`` (``D`` multiplications), the exponents ``w_r^T x'`` (``m D``
+        multiplications, ``m (D - 1)`` additions), ``|x'|^2 / 2`` (``D + 1`` multiplications, ``D - 1``
+        additions), subtracting it from the ``m`` exponents (``m`` additions), ``m`` exps and the ``1 / sqrt(m)``
+        factor (``m`` divisions, as the paper writes it). The stabilisers (each query's max exponent, the keys'
+        max or running max, and the causal rescaling of the state by ``exp(s_{j-1} - s_j)``) cancel exactly
+        in the ratio; like softmax's max in 004 they are not counted."""
+        e, m = self.head_dim, self.nb_features
+        per_row = OpCounts(mults=m * e + 2 * e + 1, adds=m * e + e - 1, divs=m, exps=m)
+        return per_row * (2 * rows)

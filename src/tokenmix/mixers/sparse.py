@@ -19,6 +19,7 @@ import math
 import torch
 from torch import Tensor
 
+from ..ops.opcounts import OpCounts
 from ..registry import register_mixer
 from .base import QKVMixer
 
@@ -240,6 +241,33 @@ class _SparseAttention(QKVMixer):
         out = (scores.softmax(dim=-1) @ vv).to(out_dtype)  # (B, H, 1, D)
         y = self.proj(out.transpose(1, 2).reshape(x_t.shape[0], self.dim))
         return y, {"k": k, "v": v, "t": state["t"] + 1}
+
+    # -- operation counts ----------------------------------------------------------------------
+    def _count_pairs(self, pairs: int, queries: int) -> OpCounts:
+        """One head, ``queries`` queries with ``pairs`` allowed (query, key) pairs in all, counted as softmax
+        attention (004 Table 3, :func:`~tokenmix.ops.opcounts.attention_pairs_ops`) restricted to the pattern:
+        per pair a score (``D`` multiplications, ``D - 1`` additions), an exp, an addition into the softmax
+        sum, a normalising division and a weighted value row (``D`` multiplications, ``D`` additions but for
+        each query's first key); but the ``1 / sqrt(D)`` scaling is applied, as this module does, to the
+        query (``D`` divisions per query) rather than to each score. Only allowed pairs are counted: the
+        block-wise fast path also scores masked-out keys of its bands (up to about twice as many scores,
+        :meth:`score_shape`), which ``FlopCounterMode`` sees."""
+        e = self.head_dim
+        return OpCounts(mults=2 * pairs * e, adds=2 * pairs * e - queries * (e + 1), divs=pairs + queries * e,
+                        exps=pairs)
+
+    def _count_attend(self, length: int) -> OpCounts:
+        """The pattern's allowed pairs at this length (:meth:`pattern`; O(l sqrt(l)) of them at the automatic
+        stride ``~ sqrt(l)``), each query's own position included, through :meth:`_count_pairs`."""
+        return self._count_pairs(int(self.pattern(length).sum()), length)
+
+    def _count_attend_step(self, t: int) -> OpCounts:
+        """The newest query (position ``t - 1``, 0-based) over its allowed cached keys (``_allowed_keys``:
+        ``O(l + t / l)`` of them), through :meth:`_count_pairs`; needs a fixed stride, as decoding does."""
+        if self.stride is None and self.max_len is None:
+            self._fail("incremental counts need a fixed stride: create the mixer with an explicit `stride` "
+                       "(or with max_len, which fixes the automatic stride to round(sqrt(max_len)))")
+        return self._count_pairs(len(self._allowed_keys(t - 1, torch.device("cpu"))), 1)
 
 
 _PAPER = ("Child et al. (2019) §4.2-4.3, factorised attention A_i^(1) ∪ A_i^(2) in one softmax; "

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["OpCounts", "matmul_ops", "linear_ops", "dot_ops", "elementwise"]
+__all__ = ["OpCounts", "matmul_ops", "linear_ops", "dot_ops", "elementwise", "softmax_ops", "softmax_attention_ops",
+           "attention_pairs_ops"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +70,30 @@ def dot_ops(k: int, count: int = 1) -> OpCounts:
 def elementwise(n: int, *, mults: int = 0, adds: int = 0, divs: int = 0, exps: int = 0) -> OpCounts:
     """``n`` elements, each costing the given numbers of each operation."""
     return OpCounts(mults=n * mults, adds=n * adds, divs=n * divs, exps=n * exps)
+
+
+def softmax_ops(width: int, count: int = 1) -> OpCounts:
+    """``count`` softmaxes over ``width`` entries each: ``width`` exps, ``width - 1`` additions (the sum) and
+    ``width`` divisions (the normalisation) apiece. The max subtracted for numerical range (it cancels
+    exactly) is a comparison plus a shift that 004 does not count, and neither is it counted here."""
+    return OpCounts(adds=count * (width - 1), divs=count * width, exps=count * width)
+
+
+def softmax_attention_ops(queries: int, keys: int, head_dim: int) -> OpCounts:
+    """One head of ``softmax(q k^T / sqrt(head_dim)) v`` for ``queries`` queries that each attend to ``keys``
+    keys (projections excluded); see :func:`attention_pairs_ops`, of which this is the case
+    ``pairs = queries keys``. Per query: ``2 keys head_dim`` multiplications, ``2 keys head_dim - head_dim - 1``
+    additions, ``2 keys`` divisions and ``keys`` exps (004 Table 3's summand at t = ``keys``)."""
+    return attention_pairs_ops(queries * keys, queries, head_dim)
+
+
+def attention_pairs_ops(pairs: int, queries: int, head_dim: int) -> OpCounts:
+    """One head of softmax attention with ``pairs`` (query, key) scores in all over ``queries`` queries (each
+    with at least one key; e.g. ``l (l + 1) / 2`` pairs over ``l`` queries for causal attention), counted as
+    004 Table 3 counts one query with t keys: t dot products of length ``head_dim`` (the scores; t
+    ``head_dim`` multiplications, t (``head_dim`` - 1) additions), t divisions by ``sqrt(head_dim)``, a
+    :func:`softmax_ops` over t entries, and the weighted sum of t value rows (t ``head_dim``
+    multiplications, (t - 1) ``head_dim`` additions). The cost is affine in t, so summing over queries
+    needs only the totals."""
+    e = head_dim
+    return OpCounts(mults=2 * pairs * e, adds=2 * pairs * e - queries * (e + 1), divs=2 * pairs, exps=pairs)

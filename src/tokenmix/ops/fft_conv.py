@@ -1,0 +1,148 @@
+"""Linear convolution with matrix taps by FFT, with a hand-written backward (the SHE's fast path).
+
+``block_conv_matrix(blocks, w, n_fft)`` computes, for every row ``r`` of ``blocks`` (R, P, d) and every
+output position ``i < n_fft``, ``out[r, i] = sum_k blocks[r, i - k] @ w[k]`` with ``w`` (K, d, d) and
+zeros outside the block: the full linear convolution when ``n_fft >= P + K - 1`` (no circular wrap).
+
+Why a custom autograd function: letting autograd differentiate ``rfft(w) -> per-frequency matmul -> irfft``
+costs far more than the forward on CPU, because the backward of ``rfft`` runs a complex-to-complex FFT of
+the zero-filled full spectrum of all ``d^2`` tap channels, and the backward of a complex ``bmm`` copies
+per frequency. Written out, both gradients are correlations and cost one FFT each:
+
+* ``d blocks[r, j] = sum_k g[r, j + k] @ w[k]^T``: spectrum ``G(f) conj(W(f))^T``;
+* ``d w[k] = sum_r sum_j blocks[r, j]^T g[r, j + k]``: spectrum ``sum_r conj(X_r(f))^T G_r(f)``,
+
+exact (no wrap) for the lags ``0 <= k < K`` because ``n_fft >= P + K - 1``. The complex products are done
+as real ``bmm``s on stacked real and imaginary parts. The tap spectrum is computed once in the forward and
+kept for the backward (``2 (n_fft/2 + 1) d^2`` floats), instead of being transformed twice.
+
+:func:`block_conv_matrix_reference` is the same computation left to autograd (for the tests).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["block_conv_matrix", "block_conv_matrix_reference", "causal_conv_matrix_fft", "fft_size"]
+
+
+def fft_size(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= n (a length pocketfft transforms quickly)."""
+    best = 1 << max(n - 1, 0).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def causal_conv_matrix_fft(u: Tensor, w: Tensor, block: int | None = None) -> Tensor:
+    """``y_i = sum_{k < K} u_{i-k} @ w[k]`` (zeros before the start) by overlap-add block FFT.
+
+    u (B, N, d), w (K, d, d). The sequence is cut into blocks of ``P`` positions; each block's full linear
+    convolution (``P + K - 1`` samples, FFT length ``fft_size(P + K - 1)``) is added at its offset. ``P``
+    defaults to ``K // 4`` when there are few rows to convolve (``B * N <= 2 K``: the transform of the
+    ``d^2`` tap channels dominates and shorter blocks shrink it from length ~2K to ~1.25K), else ``K``.
+    """
+    b, n, d = u.shape
+    k = w.shape[0]
+    p = block or (max(1, k // 4) if b * n <= 2 * k else k)
+    nb = -(-n // p)
+    n_fft = fft_size(p + k - 1)
+    segments = -(-(p + k - 1) // p)  # each block's output spans this many blocks
+    blocks = torch.nn.functional.pad(u, (0, 0, 0, nb * p - n)).reshape(b * nb, p, d)
+    out = block_conv_matrix(blocks, w, n_fft)[:, : segments * p]
+    if n_fft < segments * p:
+        out = torch.nn.functional.pad(out, (0, 0, 0, segments * p - n_fft))
+    out = out.reshape(b, nb, segments, p, d)
+    y = out[:, :, 0]
+    for s in range(1, min(segments, nb)):  # the tail of block j lands on block j + s
+        y = y + torch.nn.functional.pad(out[:, : nb - s, s], (0, 0, 0, 0, s, 0))
+    return y.reshape(b, nb * p, d)[:, :n]
+
+
+def _stack_real_imag(spec: Tensor) -> Tensor:
+    """(R, F, d) complex -> (F, 2R, d) real: the real parts of all rows, then their imaginary parts."""
+    r, f, d = spec.shape
+    return torch.view_as_real(spec).permute(1, 3, 0, 2).reshape(f, 2 * r, d)
+
+
+def _complex_rows(real: Tensor, imag: Tensor) -> Tensor:
+    """(F, R, d) real and imaginary parts -> (R, F, d) complex."""
+    return torch.complex(real, imag).transpose(0, 1)
+
+
+def _tap_spectrum(w: Tensor, n_fft: int) -> tuple[Tensor, Tensor]:
+    """Real and imaginary parts of ``rfft(w, n_fft)`` along the taps, each (F, d, d) contiguous."""
+    k, d, _ = w.shape
+    # pocketfft is about twice as fast along a contiguous last axis as along the strided first one
+    spec = torch.fft.rfft(w.permute(1, 2, 0), n=n_fft, dim=-1)  # (d, d, F)
+    parts = torch.view_as_real(spec).permute(3, 2, 0, 1).contiguous()  # (2, F, d, d)
+    return parts[0], parts[1]
+
+
+class _BlockConvMatrix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, blocks: Tensor, w: Tensor, n_fft: int) -> Tensor:  # type: ignore[override]
+        r = blocks.shape[0]
+        x = _stack_real_imag(torch.fft.rfft(blocks, n=n_fft, dim=1))  # (F, 2R, d)
+        w_re, w_im = _tap_spectrum(w, n_fft)
+        a, b = x @ w_re, x @ w_im  # rows: [Xr Wr; Xi Wr], [Xr Wi; Xi Wi]
+        y = _complex_rows(a[:, :r] - b[:, r:], b[:, :r] + a[:, r:])  # (Xr + i Xi)(Wr + i Wi)
+        ctx.save_for_backward(x, w_re, w_im)
+        ctx.n_fft, ctx.block, ctx.taps = n_fft, blocks.shape[1], w.shape[0]
+        return torch.fft.irfft(y, n=n_fft, dim=1)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
+        x, w_re, w_im = ctx.saved_tensors
+        n_fft = ctx.n_fft
+        r = x.shape[1] // 2
+        g = _stack_real_imag(torch.fft.rfft(grad, n=n_fft, dim=1))  # (F, 2R, d)
+        d_blocks = d_w = None
+        if ctx.needs_input_grad[0]:
+            # G conj(W)^T = (Gr Wr^T + Gi Wi^T) + i (Gi Wr^T - Gr Wi^T)
+            a, b = g @ w_re.transpose(1, 2), g @ w_im.transpose(1, 2)
+            spec = _complex_rows(a[:, :r] + b[:, r:], a[:, r:] - b[:, :r])
+            d_blocks = torch.fft.irfft(spec, n=n_fft, dim=1)[:, : ctx.block]
+        if ctx.needs_input_grad[1]:
+            # sum_r conj(X_r)^T G_r = (Xr^T Gr + Xi^T Gi) + i (Xr^T Gi - Xi^T Gr)
+            g_swapped = torch.cat([g[:, r:], -g[:, :r]], dim=1)  # rows [Gi; -Gr]
+            xt = x.transpose(1, 2)
+            spec = torch.complex(xt @ g, xt @ g_swapped)  # (F, d, d)
+            d_w = torch.fft.irfft(spec, n=n_fft, dim=0)[: ctx.taps]
+        return d_blocks, d_w, None
+
+
+def block_conv_matrix(blocks: Tensor, w: Tensor, n_fft: int) -> Tensor:
+    """``out[r, i] = sum_k blocks[r, i - k] @ w[k]`` for ``i < n_fft``; blocks (R, P, d), w (K, d, d),
+    real, same dtype; ``n_fft >= P + K - 1``. Returns (R, n_fft, d)."""
+    _check(blocks, w, n_fft)
+    return _BlockConvMatrix.apply(blocks, w, n_fft)
+
+
+def block_conv_matrix_reference(blocks: Tensor, w: Tensor, n_fft: int) -> Tensor:
+    """The same, written with ``torch.fft`` and a complex matmul, differentiated by autograd."""
+    _check(blocks, w, n_fft)
+    spec = torch.fft.rfft(blocks, n=n_fft, dim=1)  # (R, F, d)
+    taps = torch.fft.rfft(w, n=n_fft, dim=0)  # (F, d, d)
+    y = (spec.transpose(0, 1) @ taps).transpose(0, 1)
+    return torch.fft.irfft(y, n=n_fft, dim=1)
+
+
+def _check(blocks: Tensor, w: Tensor, n_fft: int) -> None:
+    if blocks.dim() != 3 or w.dim() != 3 or w.shape[1:] != (blocks.shape[2], blocks.shape[2]):
+        raise ValueError(f"block_conv_matrix: blocks must be (R, P, d) and w (K, d, d); got "
+                         f"{tuple(blocks.shape)} and {tuple(w.shape)}")
+    if blocks.dtype != w.dtype or blocks.is_complex():
+        raise TypeError(f"block_conv_matrix: blocks and w must share a real dtype; got {blocks.dtype}, {w.dtype}")
+    if n_fft < blocks.shape[1] + w.shape[0] - 1:
+        raise ValueError(f"block_conv_matrix: n_fft={n_fft} < P + K - 1 = {blocks.shape[1] + w.shape[0] - 1} "
+                         "would wrap around")
