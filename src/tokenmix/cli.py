@@ -46,7 +46,57 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     cp.add_argument("--out", default="runs/compare")
     cp.add_argument("--preset", choices=["quick", "paper"])
     cp.add_argument("--max-steps", type=int)
+    _add_speed_parser(sub)
+    _add_count_parser(sub)
     return parser.parse_args(argv)
+
+
+def _add_count_parser(sub: argparse._SubParsersAction) -> None:
+    cn = sub.add_parser("count", help="trainable parameters and multiplications/additions/divisions/exponentiations "
+                        "per mixer, for training over l tokens and one inference step at t (004 Tables 3-7), "
+                        "cross-checked with torch's FlopCounterMode")
+    cn.add_argument("--mixers", default="all", help="comma-separated names, or 'all' (default)")
+    cn.add_argument("--dim", type=int, default=128, help="model width d (default 128, as 004 Table 7)")
+    cn.add_argument("--max-len", type=int, default=128, help="max_len the mixers are built with: the Extractors' "
+                    "taps l (default 128, as 004 Table 7)")
+    cn.add_argument("--heads", type=int, default=1, help="heads of the multi-head mixers (default 1)")
+    cn.add_argument("--length", type=int, help="sequence length l counted (default: max-len)")
+    cn.add_argument("--step-t", type=int, help="length t of the counted inference step (default: the length)")
+    cn.add_argument("--mode", default="auto", choices=["auto", "causal", "bidir"],
+                    help="auto (default): causal where the mixer can be (004's language-model setting)")
+    cn.add_argument("--no-flops", action="store_true", help="skip the FlopCounterMode cross-check")
+    cn.add_argument("--csv", help="also write the table to this CSV file")
+
+
+def _add_speed_parser(sub: argparse._SubParsersAction) -> None:
+    sp = sub.add_parser("speed", help="time and peak memory of mixers against sequence length and input value "
+                        "range (seed 001 §4), relative to softmax; writes speed.csv, speed.md and plots")
+    sp.add_argument("--mixers", default="all",
+                    help="comma-separated names, or 'all' (default); softmax is always added as the reference")
+    sp.add_argument("--lengths", default="256,1024,4096,16384",
+                    help="comma-separated sequence lengths (default 256,1024,4096,16384)")
+    sp.add_argument("--dim", type=int, default=64, help="model width (head dim = dim / heads; default 64)")
+    sp.add_argument("--heads", type=int, default=1, help="heads of the multi-head mixers (default 1)")
+    sp.add_argument("--batch", type=int, default=1, help="inputs per pass (default 1)")
+    sp.add_argument("--causal", action="store_true",
+                    help="run every mixer causally (default: bidirectional, causal-only mixers causally)")
+    sp.add_argument("--pass", dest="passes", default="both", choices=["fwd", "fwdbwd", "both"],
+                    help="fwd: forward under no_grad; fwdbwd: forward + backward; both (default)")
+    sp.add_argument("--value-range", default="2",
+                    help="r of the inputs, uniform in [-r, r]; comma-separated for a sweep (default 2)")
+    sp.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    sp.add_argument("--repeats", type=int, default=5, help="timed passes, median reported (default 5)")
+    sp.add_argument("--warmup", type=int, default=1, help="untimed passes after the cold memory pass (default 1)")
+    sp.add_argument("--case-timeout", type=float, default=120.0,
+                    help="seconds per case, isolated start-up included (default 120); past it: 'timeout'")
+    sp.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                    help="each case in a fresh subprocess (default: on for cpu, off for cuda)")
+    sp.add_argument("--mem-limit-mb", type=float,
+                    help="isolated CPU cases: address space a case may add after torch is imported (RLIMIT_AS)")
+    sp.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--out", default="runs/speed", help="output folder (default runs/speed)")
 
 
 def _print_table(headers: list[str], rows: list[list[str]]) -> None:
@@ -158,9 +208,64 @@ def cmd_compare(args: argparse.Namespace) -> None:
         print(report.read())
 
 
+def _comma_list(text: str, kind: type, option: str) -> list:
+    try:
+        return [kind(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise SystemExit(f"tokenmix speed: {option}: expected comma-separated {kind.__name__}s, got {text!r}") from None
+
+
+def cmd_speed(args: argparse.Namespace) -> None:
+    from .speed import SpeedSettings, relative_tables, run_speed, write_outputs
+
+    names = list_mixers() if args.mixers == "all" else [n.strip() for n in args.mixers.split(",") if n.strip()]
+    try:
+        settings = SpeedSettings(
+            mixers=[n for n in names if not (args.mixers == "all" and n.startswith("_"))],
+            lengths=_comma_list(args.lengths, int, "--lengths"), dim=args.dim, heads=args.heads, batch=args.batch,
+            causal=args.causal, passes=["fwd", "fwdbwd"] if args.passes == "both" else [args.passes],
+            value_ranges=_comma_list(args.value_range, float, "--value-range"), device=args.device,
+            dtype=args.dtype, repeats=args.repeats, warmup=args.warmup, case_timeout=args.case_timeout,
+            isolate=args.isolate, mem_limit_mb=args.mem_limit_mb, threads=args.threads, seed=args.seed)
+    except ValueError as error:
+        raise SystemExit(f"tokenmix speed: {error}") from None
+    records = run_speed(settings)
+    paths = write_outputs(records, settings, args.out)
+    print(f"\nwrote {', '.join(str(p) for p in paths)}\n")
+    print("\n".join(relative_tables(records)))
+
+
+def cmd_count(args: argparse.Namespace) -> None:
+    from .counting import count_table, format_counts, write_counts_csv
+
+    names = list_mixers() if args.mixers == "all" else [n.strip() for n in args.mixers.split(",") if n.strip()]
+    if args.mixers == "all":
+        names = [n for n in names if not n.startswith("_")]
+    causal = {"auto": None, "causal": True, "bidir": False}[args.mode]
+    skipped = []
+    try:
+        if causal is not None:
+            can = [n for n in names if (mixer_info(n).causal if causal else mixer_info(n).bidirectional)]
+            skipped = [n for n in names if n not in can]
+            names = can
+        results = count_table(names, dim=args.dim, max_len=args.max_len, heads=args.heads, length=args.length,
+                              step_t=args.step_t, causal=causal, measure_flops=not args.no_flops)
+    except ValueError as error:
+        raise SystemExit(f"tokenmix count: {error}") from None
+    print(f"tokenmix count: d={args.dim}, max_len={args.max_len}, heads={args.heads} (multi-head mixers), "
+          f"l={args.length or args.max_len}; one sequence, forward pass; step = one new token at t\n")
+    print(format_counts(results))
+    if skipped:
+        print(f"\nskipped (no {args.mode} mode): {', '.join(skipped)}")
+    if args.csv:
+        write_counts_csv(results, args.csv)
+        print(f"\nwrote {args.csv}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    commands = {"list": lambda a: cmd_list(), "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare}
+    commands = {"list": lambda a: cmd_list(), "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare,
+                "speed": cmd_speed, "count": cmd_count}
     commands[args.command](args)
     return 0
 

@@ -219,7 +219,9 @@ class Extractor(Mixer):
         if reference:
             ext = _conv_reference(u, self.w_ext, self.kind)
         else:
-            w = self.w_ext[: min(n, self.taps)]  # taps beyond position N never meet an input
+            # taps beyond position N never meet an input (no slice when all are used: its backward would
+            # allocate and fill a zero gradient of every tap, which costs as much as an FFT for the SHE)
+            w = self.w_ext if n >= self.taps else self.w_ext[:n]
             conv = _conv_fft if self.resolved_path(n) == "fft" else _conv_direct
             ext = conv(u, w, self.kind)
         return self._finish(x, ext).to(x.dtype)

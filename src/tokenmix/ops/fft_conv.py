@@ -13,8 +13,9 @@ per frequency. Written out, both gradients are correlations and cost one FFT eac
 * ``d w[k] = sum_r sum_j blocks[r, j]^T g[r, j + k]``: spectrum ``sum_r conj(X_r(f))^T G_r(f)``,
 
 exact (no wrap) for the lags ``0 <= k < K`` because ``n_fft >= P + K - 1``. The complex products are done
-as real ``bmm``s on stacked real and imaginary parts. The tap spectrum is computed once in the forward and
-kept for the backward (``2 (n_fft/2 + 1) d^2`` floats), instead of being transformed twice.
+as real ``bmm``s against the tap spectrum seen as a real matrix (see :class:`_BlockConvMatrix`), so no
+large tensor is ever transposed. The tap spectrum is computed once in the forward and kept for the
+backward (``2 (n_fft/2 + 1) d^2`` floats), instead of being transformed twice.
 
 :func:`block_conv_matrix_reference` is the same computation left to autograd (for the tests).
 """
@@ -74,49 +75,54 @@ def _stack_real_imag(spec: Tensor) -> Tensor:
     return torch.view_as_real(spec).permute(1, 3, 0, 2).reshape(f, 2 * r, d)
 
 
-def _complex_rows(real: Tensor, imag: Tensor) -> Tensor:
-    """(F, R, d) real and imaginary parts -> (R, F, d) complex."""
-    return torch.complex(real, imag).transpose(0, 1)
-
-
-def _tap_spectrum(w: Tensor, n_fft: int) -> tuple[Tensor, Tensor]:
-    """Real and imaginary parts of ``rfft(w, n_fft)`` along the taps, each (F, d, d) contiguous."""
-    k, d, _ = w.shape
-    # pocketfft is about twice as fast along a contiguous last axis as along the strided first one
-    spec = torch.fft.rfft(w.permute(1, 2, 0), n=n_fft, dim=-1)  # (d, d, F)
-    parts = torch.view_as_real(spec).permute(3, 2, 0, 1).contiguous()  # (2, F, d, d)
-    return parts[0], parts[1]
+def _interleave(a: Tensor, b: Tensor) -> Tensor:
+    """(F, R, d) and (F, R, d) -> (F, R, 2d) with columns a_0, b_0, a_1, b_1, ..."""
+    return torch.stack([a, b], dim=-1).flatten(-2)
 
 
 class _BlockConvMatrix(torch.autograd.Function):
+    """The tap spectrum ``W(f)`` (F, d, d) complex is used as the real (F, d, 2d) matrix ``W2`` whose
+    columns interleave real and imaginary parts (its ``view_as_real``, no copy). Every complex product
+    then is one real ``bmm`` against ``W2`` with the few data rows arranged around it:
+
+    * forward ``X W``: ``[Xr; Xi] @ W2`` gives ``Xr W`` and ``Xi W`` interleaved; ``XW = XrW + i XiW``;
+    * ``G conj(W)^T``: ``W2 @ [Gr, Gi | Gi, -Gr]`` (interleaved columns) gives its real and imaginary parts;
+    * ``sum_r conj(X_r)^T G_r``: ``[Xr; Xi]^T @ [Gr, Gi; Gi, -Gr]`` gives ``dW(f)`` already interleaved,
+      i.e. as the ``view_as_real`` of the complex spectrum that ``irfft`` takes.
+    """
+
     @staticmethod
     def forward(ctx, blocks: Tensor, w: Tensor, n_fft: int) -> Tensor:  # type: ignore[override]
-        r = blocks.shape[0]
-        x = _stack_real_imag(torch.fft.rfft(blocks, n=n_fft, dim=1))  # (F, 2R, d)
-        w_re, w_im = _tap_spectrum(w, n_fft)
-        a, b = x @ w_re, x @ w_im  # rows: [Xr Wr; Xi Wr], [Xr Wi; Xi Wi]
-        y = _complex_rows(a[:, :r] - b[:, r:], b[:, :r] + a[:, r:])  # (Xr + i Xi)(Wr + i Wi)
-        ctx.save_for_backward(x, w_re, w_im)
-        ctx.n_fft, ctx.block, ctx.taps = n_fft, blocks.shape[1], w.shape[0]
-        return torch.fft.irfft(y, n=n_fft, dim=1)
+        r, _, d = blocks.shape
+        x = _stack_real_imag(torch.fft.rfft(blocks, n=n_fft, dim=1))  # (F, 2R, d): [Xr; Xi]
+        f = x.shape[0]
+        w2 = torch.view_as_real(torch.fft.rfft(w, n=n_fft, dim=0)).reshape(f, d, 2 * d)
+        prod = (x @ w2).view(f, 2 * r, d, 2)  # rows [Xr W; Xi W], (re, im) last
+        re = prod[:, :r, :, 0] - prod[:, r:, :, 1]
+        im = prod[:, :r, :, 1] + prod[:, r:, :, 0]
+        ctx.save_for_backward(x, w2)
+        ctx.block, ctx.taps = blocks.shape[1], w.shape[0]
+        ctx.n_fft = n_fft
+        return torch.fft.irfft(torch.complex(re, im).transpose(0, 1), n=n_fft, dim=1)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # type: ignore[override]
-        x, w_re, w_im = ctx.saved_tensors
+        x, w2 = ctx.saved_tensors
         n_fft = ctx.n_fft
-        r = x.shape[1] // 2
-        g = _stack_real_imag(torch.fft.rfft(grad, n=n_fft, dim=1))  # (F, 2R, d)
+        f, two_r, d = x.shape
+        r = two_r // 2
+        g = _stack_real_imag(torch.fft.rfft(grad, n=n_fft, dim=1))  # (F, 2R, d): [Gr; Gi]
+        g_re, g_im = g[:, :r], g[:, r:]
         d_blocks = d_w = None
         if ctx.needs_input_grad[0]:
-            # G conj(W)^T = (Gr Wr^T + Gi Wi^T) + i (Gi Wr^T - Gr Wi^T)
-            a, b = g @ w_re.transpose(1, 2), g @ w_im.transpose(1, 2)
-            spec = _complex_rows(a[:, :r] + b[:, r:], a[:, r:] - b[:, :r])
+            # columns r: [Gr_e, Gi_e] (real part), columns R + r: [Gi_e, -Gr_e] (imaginary part)
+            v = torch.cat([_interleave(g_re, g_im), _interleave(g_im, -g_re)], dim=1).transpose(1, 2)
+            du = w2 @ v  # (F, d, 2R)
+            spec = torch.complex(du[:, :, :r], du[:, :, r:]).permute(2, 0, 1)  # (R, F, d)
             d_blocks = torch.fft.irfft(spec, n=n_fft, dim=1)[:, : ctx.block]
         if ctx.needs_input_grad[1]:
-            # sum_r conj(X_r)^T G_r = (Xr^T Gr + Xi^T Gi) + i (Xr^T Gi - Xi^T Gr)
-            g_swapped = torch.cat([g[:, r:], -g[:, :r]], dim=1)  # rows [Gi; -Gr]
-            xt = x.transpose(1, 2)
-            spec = torch.complex(xt @ g, xt @ g_swapped)  # (F, d, d)
+            rhs = torch.cat([_interleave(g_re, g_im), _interleave(g_im, -g_re)], dim=1)  # (F, 2R, 2d)
+            spec = torch.view_as_complex((x.transpose(1, 2) @ rhs).view(f, d, d, 2))  # (F, d, d)
             d_w = torch.fft.irfft(spec, n=n_fft, dim=0)[: ctx.taps]
         return d_blocks, d_w, None
 

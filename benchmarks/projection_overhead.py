@@ -1,0 +1,107 @@
+"""Each mixer's time relative to its own projections alone (performance target 5 of issue 7).
+
+    python benchmarks/projection_overhead.py --length 4096 --dim 64 --batch 1
+
+"Projections" are the mixer's own ``nn.Linear`` layers (for the attention family W_Q, W_K, W_V and W_out;
+for the Extractors W_adj, W_out and the HE's W_in_ext; for Average Attention its FFN and gates), each run
+forward+backward on a (batch, N, in_features) input: the GEMMs any implementation of the mechanism must
+do. The ratio mixer / projections is what the mechanism's own token mixing costs on top; the target is
+at most 2x. Mixers with no ``nn.Linear`` (the ME) have no such floor and are reported as n/a.
+
+The mixers reported are those whose operation count (``tokenmix count``) grows linearly in N: the count
+at 2N over the count at N is below 2.2 (the Extractors with a fixed window of ``--window`` taps).
+Times are medians of ``--repeats`` after one warm-up, in one process, mixer and projections interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+
+import tokenmix
+
+
+def build(name: str, dim: int, heads: int, length: int, window: int, causal: bool) -> nn.Module:
+    info = tokenmix.mixer_info(name)
+    causal = causal if (info.causal if causal else info.bidirectional) else not causal
+    max_len = window if info.sliding_window else (2 * length if info.needs_max_len else None)
+    return tokenmix.create_mixer(name, dim, num_heads=heads if info.multihead else 1, causal=causal,
+                                 max_len=max_len)
+
+
+def grows_linearly(name: str, dim: int, length: int, window: int) -> bool:
+    """The operation count at 2N is below 2.2x the count at N."""
+    info = tokenmix.mixer_info(name)
+    mixer = build(name, dim, 1, 2 * length, window, causal=not info.bidirectional)
+
+    def count(n: int) -> int:
+        if info.spatial:
+            h = max(d for d in range(1, int(n**0.5) + 1) if n % d == 0)
+            return mixer.count_ops(n, hw=(h, n // h)).total
+        return mixer.count_ops(n).total
+
+    return count(2 * length) < 2.2 * count(length)
+
+
+def grid(n: int) -> tuple[int, int]:
+    h = max(d for d in range(1, int(n**0.5) + 1) if n % d == 0)
+    return h, n // h
+
+
+def fwd_bwd_time(fn, x: torch.Tensor, repeats: int) -> float:
+    times = []
+    for i in range(repeats + 1):
+        x.grad = None
+        start = time.perf_counter()
+        fn(x).square().mean().backward()
+        if i:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def projections(mixer: nn.Module) -> list[nn.Linear]:
+    return [m for m in mixer.modules() if isinstance(m, nn.Linear)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mixers", default="all")
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--window", type=int, default=128, help="taps of the Extractors (their max_len)")
+    parser.add_argument("--causal", action="store_true", help="causal mode where the mixer has one")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    names = tokenmix.list_mixers() if args.mixers == "all" else args.mixers.split(",")
+    names = [n for n in names if not n.startswith("_") and grows_linearly(n, args.dim, args.length, args.window)]
+    print(f"N={args.length}, dim={args.dim}, heads={args.heads}, batch={args.batch}, float32, forward+backward, "
+          f"median of {args.repeats}; {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+    print(f"{'mixer':16s} {'mode':7s} {'mixer ms':>9s} {'proj ms':>8s} {'ratio':>6s}  projections")
+    for name in names:
+        torch.manual_seed(0)
+        mixer = build(name, args.dim, args.heads, args.length, args.window, args.causal)
+        x = torch.rand(args.batch, args.length, args.dim).mul(4).sub(2).requires_grad_()
+        hw = grid(args.length)
+        run = (lambda t: mixer(t, hw=hw)) if mixer.info.spatial else mixer
+        t_mixer = fwd_bwd_time(run, x, args.repeats)
+        layers = projections(mixer)
+        t_proj = 0.0
+        for layer in layers:
+            xin = torch.rand(args.batch, args.length, layer.in_features).requires_grad_()
+            t_proj += fwd_bwd_time(layer, xin, args.repeats)
+        ratio = f"{t_mixer / t_proj:6.2f}" if layers else "   n/a"
+        shapes = ", ".join(f"{m.in_features}->{m.out_features}" for m in layers) or "none"
+        mode = "causal" if mixer.causal else "bidir"
+        print(f"{name:16s} {mode:7s} {1000 * t_mixer:9.2f} {1000 * t_proj:8.2f} {ratio}  {shapes}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
