@@ -233,3 +233,22 @@ def test_cuda_in_process() -> None:
     records = run_speed(settings)
     assert all(r.status == "ok" and r.time_ms > 0 and r.peak_mem_mb > 0 for r in records)
     assert {r.mem_method for r in records} == {"cuda-max-allocated"}
+
+
+
+def test_window_sets_the_taps_of_sliding_window_mixers_only(monkeypatch):
+    import tokenmix.speed as speed_module
+
+    seen = {}
+    original = speed_module.create_mixer
+
+    def spy(name, dim, **kwargs):
+        seen[name] = kwargs["max_len"]
+        return original(name, dim, **kwargs)
+
+    monkeypatch.setattr(speed_module, "create_mixer", spy)
+    for name in ("extractor_we", "linear"):
+        speed_module._build_pass(speed_module.SpeedCase(name, 32, "fwd", True, 2.0, dim=8, window=8), 32)
+    assert seen == {"extractor_we": 8, "linear": 32}
+    with pytest.raises(ValueError, match="window"):
+        SpeedSettings(mixers=["linear"], lengths=[8], window=0)

@@ -96,6 +96,8 @@ def _add_speed_parser(sub: argparse._SubParsersAction) -> None:
                     help="isolated CPU cases: address space a case may add after torch is imported (RLIMIT_AS)")
     sp.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--window", type=int, help="max_len (taps) of sliding-window mixers such as the Extractors "
+                    "(default: each case's length)")
     sp.add_argument("--out", default="runs/speed", help="output folder (default runs/speed)")
 
 
@@ -226,7 +228,8 @@ def cmd_speed(args: argparse.Namespace) -> None:
             causal=args.causal, passes=["fwd", "fwdbwd"] if args.passes == "both" else [args.passes],
             value_ranges=_comma_list(args.value_range, float, "--value-range"), device=args.device,
             dtype=args.dtype, repeats=args.repeats, warmup=args.warmup, case_timeout=args.case_timeout,
-            isolate=args.isolate, mem_limit_mb=args.mem_limit_mb, threads=args.threads, seed=args.seed)
+            isolate=args.isolate, mem_limit_mb=args.mem_limit_mb, threads=args.threads, seed=args.seed,
+            window=args.window)
     except ValueError as error:
         raise SystemExit(f"tokenmix speed: {error}") from None
     records = run_speed(settings)

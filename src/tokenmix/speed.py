@@ -4,7 +4,8 @@ The simulation experiments of seed 001 (§4: one input of head dimension 64, tim
 sequence length N, and against the value range [-r, r] of the input) for every registered mixer. Each case
 is one mixer, length, pass and value range:
 
-* the mixer is built with ``max_len=length`` and ``num_heads=heads`` (1 for mixers without heads), seeded,
+* the mixer is built with ``max_len=length`` (sliding-window mixers, i.e. the Extractors, with
+  ``max_len=window`` when ``--window`` is given) and ``num_heads=heads`` (1 for mixers without heads), seeded,
   in training mode (no mixer has dropout by default); the input, uniform in [-r, r], has shape
   (batch, length, dim); spatial mixers see it as the most square grid H x W = length (H <= W);
 * pass ``fwd`` is a forward pass under ``torch.no_grad()`` (inference), ``fwdbwd`` a forward pass and the
@@ -108,6 +109,7 @@ class SpeedSettings:
     mem_limit_mb: float | None = None  # --mem-limit-mb: address space an isolated CPU case may add
     threads: int | None = None  # --threads: torch intra-op threads (None: torch's current setting)
     seed: int = 0  # --seed
+    window: int | None = None  # --window: max_len of sliding-window mixers (the Extractors' taps); None: N
 
     def __post_init__(self) -> None:
         self.validate()
@@ -153,6 +155,9 @@ class SpeedSettings:
             raise ValueError(f"value_ranges (--value-range) must be finite numbers > 0, got {self.value_ranges!r}")
 
     def _validate_sizes(self) -> None:
+        if self.window is not None and not (isinstance(self.window, int) and not isinstance(self.window, bool)
+                                            and self.window > 0):
+            raise ValueError(f"window (--window) must be a positive int, got {self.window!r}")
         for name, value, least in (("dim", self.dim, 1), ("heads", self.heads, 1), ("batch", self.batch, 1),
                                    ("repeats", self.repeats, 1), ("warmup", self.warmup, 0)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
@@ -190,6 +195,7 @@ class SpeedCase:
     threads: int = 1
     isolated: bool = False
     mem_limit_mb: float | None = None
+    window: int | None = None
 
 
 @dataclass
@@ -328,8 +334,9 @@ def _build_pass(case: SpeedCase, length: int) -> Callable[[], None]:
     device, dtype = torch.device(case.device), DTYPES[case.dtype]
     info = mixer_info(case.mixer)
     torch.manual_seed(case.seed)
+    max_len = case.window if case.window is not None and info.sliding_window else length
     mixer = create_mixer(case.mixer, case.dim, num_heads=case.heads if info.multihead else 1, causal=case.causal,
-                         max_len=length).to(device=device, dtype=dtype)
+                         max_len=max_len).to(device=device, dtype=dtype)
     generator = torch.Generator(device=device).manual_seed(case.seed)
     x = torch.rand(case.batch, length, case.dim, generator=generator, device=device, dtype=dtype)
     x = x.mul_(2).sub_(1).mul_(case.value_range)
@@ -525,7 +532,8 @@ def settings_line(settings: SpeedSettings) -> str:
             f"{settings.dtype}, {settings.num_threads} thread(s), passes {'/'.join(settings.passes)}, "
             f"value range(s) {', '.join(f'[-{r:g}, {r:g}]' for r in settings.value_ranges)}, cold pass + "
             f"{settings.warmup} warm-up + median of {settings.repeats}, budget {settings.case_timeout:g} s per case, "
-            f"{where}" + (f", +{settings.mem_limit_mb:g} MB address space" if settings.mem_limit_mb else ""))
+            f"{where}" + (f", +{settings.mem_limit_mb:g} MB address space" if settings.mem_limit_mb else "")
+            + (f", sliding windows of {settings.window} taps" if settings.window else ""))
 
 
 def run_speed(settings: SpeedSettings, *, run_case: RunCase | None = None) -> list[SpeedRecord]:
@@ -564,7 +572,7 @@ def _sweep_mixer(settings: SpeedSettings, runner: RunCase, name: str, causal: bo
             case = SpeedCase(name, length, pass_name, causal, float(value_range), settings.dim, heads, settings.batch,
                              settings.device, settings.dtype, settings.repeats, settings.warmup,
                              float(settings.case_timeout), settings.seed, settings.num_threads, settings.isolated,
-                             settings.mem_limit_mb)
+                             settings.mem_limit_mb, settings.window)
             if reason is not None:
                 result = CaseResult(f"unsupported: {reason}")
             elif pass_name in stopped:
