@@ -389,6 +389,10 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parent.parent)  # tokenmix importable without an install
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    # glibc raises its mmap threshold as large blocks are freed, after which freed blocks stay in the heap
+    # and peak RSS depends on allocation history; a fixed threshold keeps every block of 128 KiB or more
+    # mmapped, so that RSS follows the live allocations and the peak over a pass is the pass's own.
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
     return env
 
 

@@ -116,27 +116,31 @@ def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: in
     c = (n + pad) // chunk
     qc, kc, vc = q.view(b, h, c, chunk, f), k.view(b, h, c, chunk, f), v.view(b, h, c, chunk, d)
 
+    # In-place steps (tril_, cumsum_, +=) keep the peak memory of a forward pass near the non-causal one;
+    # none of them overwrites a tensor that autograd saved for the backward.
     scores = qc @ kc.transpose(-2, -1)  # (b, h, c, C, C)
     if s is not None:
         sc = s.view(b, h, c, chunk)
         scores = scores * torch.exp((sc[..., None, :] - sc[..., :, None]).clamp(max=0.0))
-    intra = scores.tril() @ vc
+    out = scores.tril_() @ vc  # within each chunk
+    del scores
+    if c == 1:
+        return out.view(b, h, chunk, d)[:, :, :n]
 
     if s is None:
-        kv = kc.transpose(-2, -1) @ vc  # per-chunk sums (b, h, c, F, D)
-        prefix = torch.cat([torch.zeros_like(kv[:, :, :1]), kv[:, :, :-1].cumsum(dim=2)], dim=2)
-        inter = qc @ prefix
+        kv = (kc.transpose(-2, -1) @ vc).cumsum_(dim=2)  # inclusive prefix sums of the chunk states (b, h, c, F, D)
+        out[:, :, 1:] += qc[:, :, 1:] @ kv[:, :, :-1]  # chunk i sees the chunks before it
     else:
         end = sc[..., -1]  # each chunk's state is kept relative to its last log-scale
         kv = (kc * torch.exp(sc - end[..., None])[..., None]).transpose(-2, -1) @ vc
-        states = [torch.zeros_like(kv[:, :, 0])]
-        for i in range(c - 1):  # state before chunk i+1, rescaled from end[i-1] to end[i] (factor <= 1)
-            carried = states[-1] * torch.exp(end[:, :, i - 1] - end[:, :, i])[..., None, None] if i else 0.0
-            states.append(carried + kv[:, :, i])
-        prefix = torch.stack(states, dim=2)
-        prev_end = torch.cat([end[:, :, :1], end[:, :, :-1]], dim=2)  # chunk 0 has an empty prefix
-        inter = (qc @ prefix) * torch.exp((prev_end[..., None] - sc).clamp(max=0.0))[..., None]
-    return (intra + inter).view(b, h, c * chunk, d)[:, :, :n]
+        prefix = torch.empty_like(kv[:, :, :-1])  # prefix[:, :, i]: the state after chunk i, before chunk i + 1
+        prefix[:, :, 0] = kv[:, :, 0]
+        for i in range(1, c - 1):  # rescaled from end[i-1] to end[i] (factor <= 1), then chunk i added
+            prefix[:, :, i] = prefix[:, :, i - 1] * torch.exp(end[:, :, i - 1] - end[:, :, i])[..., None, None] \
+                + kv[:, :, i]
+        decay = torch.exp((end[:, :, :-1, None] - sc[:, :, 1:]).clamp(max=0.0))[..., None]
+        out[:, :, 1:] += (qc[:, :, 1:] @ prefix) * decay
+    return out.view(b, h, c * chunk, d)[:, :, :n]
 
 
 def kernel_attention_step(
