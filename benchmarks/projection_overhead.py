@@ -4,9 +4,10 @@
 
 "Projections" are the mixer's own ``nn.Linear`` layers (for the attention family W_Q, W_K, W_V and W_out;
 for the Extractors W_adj, W_out and the HE's W_in_ext; for Average Attention its FFN and gates), each run
-forward+backward on a (batch, N, in_features) input: the GEMMs any implementation of the mechanism must
-do. The ratio mixer / projections is what the mechanism's own token mixing costs on top; the target is
-at most 2x. Mixers with no ``nn.Linear`` (the ME) have no such floor and are reported as n/a.
+forward+backward alone on an input of the shape it really receives inside the mixer (recorded with a
+forward hook): the GEMMs any implementation of the mechanism must do. The ratio mixer / projections is
+what the token mixing costs on top; the target is at most 2x. Mixers with no ``nn.Linear`` (the ME, the
+Contextualizer) have no such floor and are reported as n/a.
 
 The mixers reported are those whose operation count (``tokenmix count``) grows linearly in N: the count
 at 2N over the count at N is below 2.2 (the Extractors with a fixed window of ``--window`` taps).
@@ -64,8 +65,16 @@ def fwd_bwd_time(fn, x: torch.Tensor, repeats: int) -> float:
     return statistics.median(times)
 
 
-def projections(mixer: nn.Module) -> list[nn.Linear]:
-    return [m for m in mixer.modules() if isinstance(m, nn.Linear)]
+def projection_inputs(mixer: nn.Module, run, x: torch.Tensor) -> list[tuple[nn.Linear, torch.Size]]:
+    """Each ``nn.Linear`` of the mixer with the shape of the input it receives in one forward pass."""
+    seen: list[tuple[nn.Linear, torch.Size]] = []
+    hooks = [m.register_forward_hook(lambda m, args, out: seen.append((m, args[0].shape)))
+             for m in mixer.modules() if isinstance(m, nn.Linear)]
+    with torch.no_grad():
+        run(x)
+    for hook in hooks:
+        hook.remove()
+    return seen
 
 
 def main() -> None:
@@ -92,13 +101,12 @@ def main() -> None:
         hw = grid(args.length)
         run = (lambda t: mixer(t, hw=hw)) if mixer.info.spatial else mixer
         t_mixer = fwd_bwd_time(run, x, args.repeats)
-        layers = projections(mixer)
+        layers = projection_inputs(mixer, run, x)
         t_proj = 0.0
-        for layer in layers:
-            xin = torch.rand(args.batch, args.length, layer.in_features).requires_grad_()
-            t_proj += fwd_bwd_time(layer, xin, args.repeats)
+        for layer, shape in layers:
+            t_proj += fwd_bwd_time(layer, torch.rand(shape).requires_grad_(), args.repeats)
         ratio = f"{t_mixer / t_proj:6.2f}" if layers else "   n/a"
-        shapes = ", ".join(f"{m.in_features}->{m.out_features}" for m in layers) or "none"
+        shapes = ", ".join(f"{tuple(shape)}@{m.in_features}->{m.out_features}" for m, shape in layers) or "none"
         mode = "causal" if mixer.causal else "bidir"
         print(f"{name:16s} {mode:7s} {1000 * t_mixer:9.2f} {1000 * t_proj:8.2f} {ratio}  {shapes}", flush=True)
 

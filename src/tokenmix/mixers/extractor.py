@@ -89,8 +89,8 @@ def choose_path(path: str, n: int, taps: int, kind: str) -> str:
 
 def _apply_taps(window: Tensor, w: Tensor, kind: str) -> Tensor:
     """``sum_k window[:, k] (x) w[k]``: window (B, K, d), w (K, ...) -> (B, d)."""
-    if kind == "matrix":
-        return torch.einsum("bkc,kce->be", window, w)
+    if kind == "matrix":  # one (B, K d) x (K d, d) product: einsum would copy the K d x d taps per call
+        return window.reshape(window.shape[0], -1) @ w.reshape(-1, w.shape[-1])
     if kind == "vector":
         return (window * w).sum(1)
     return torch.einsum("bkc,k->bc", window, w)
