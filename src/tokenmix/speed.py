@@ -288,6 +288,32 @@ def _release_free_memory() -> None:
         pass
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+
+
+def _mallopt(param: int, value: int) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(param, value)
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass
+
+
+def _exact_rss_allocation(exact: bool) -> None:
+    """glibc raises its mmap threshold as large blocks are freed, after which freed blocks stay in the heap
+    and the peak RSS of a pass depends on what ran before it. For the memory pass every block of 128 KiB or
+    more is mmapped (RSS follows the live allocations); for the timed passes, large thresholds keep freed
+    blocks for reuse, as glibc's own adaptation would after a warm-up (so page faults do not inflate the
+    times of mechanisms with many temporaries)."""
+    if exact:
+        _mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+        _mallopt(_M_TRIM_THRESHOLD, 256 * 1024)
+    else:
+        _mallopt(_M_MMAP_THRESHOLD, 32 * 2**20)
+        _mallopt(_M_TRIM_THRESHOLD, 64 * 2**20)
+
+
 def _ru_maxrss_kb() -> int:
     import resource
 
@@ -296,7 +322,18 @@ def _ru_maxrss_kb() -> int:
 
 
 def _cpu_peak_mb(run: Callable[[], None], isolated: bool) -> tuple[float, str]:
-    """Run the pass once; its peak resident memory over the resident memory before it (MB), and the method."""
+    """Run the pass once; its peak resident memory over the resident memory before it (MB), and the method.
+    In an isolated process the allocator is set to follow live allocations for this pass only."""
+    if isolated:
+        _exact_rss_allocation(True)
+    try:
+        return _cpu_peak_of(run, isolated)
+    finally:
+        if isolated:
+            _exact_rss_allocation(False)
+
+
+def _cpu_peak_of(run: Callable[[], None], isolated: bool) -> tuple[float, str]:
     _release_free_memory()
     suffix = "" if isolated else IN_PROCESS
     if _proc_status_kb("VmHWM") is not None:
@@ -389,10 +426,6 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parent.parent)  # tokenmix importable without an install
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    # glibc raises its mmap threshold as large blocks are freed, after which freed blocks stay in the heap
-    # and peak RSS depends on allocation history; a fixed threshold keeps every block of 128 KiB or more
-    # mmapped, so that RSS follows the live allocations and the peak over a pass is the pass's own.
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
     return env
 
 

@@ -14,6 +14,7 @@ at ``l ~ sqrt(N)``. The reference builds the dense pattern with :func:`sparse_pa
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -81,6 +82,18 @@ def _band(t: Tensor, before: int, after: int) -> Tensor:
     pad = t.new_zeros(t.shape[:-3] + (1,) + t.shape[-2:])
     padded = torch.cat([pad] * before + [t] + [pad] * after, dim=-3)
     return torch.cat([padded[..., s:s + nb, :, :] for s in range(before + 1 + after)], dim=-2)
+
+
+@functools.lru_cache(maxsize=4096)
+def causal_keys(kind: str, stride: int, summary: int, t: int) -> Tensor:
+    """The keys query ``t`` sees in the causal pattern (cached: decoding asks for each position per layer)."""
+    if kind == "strided":
+        start = max(0, t - stride + 1)
+        far = torch.arange(t % stride, max(start, t % stride), stride)
+    else:
+        start = (t // stride) * stride
+        far = (torch.arange(t // stride)[:, None] * stride + torch.arange(stride - summary, stride)[None, :]).flatten()
+    return torch.cat([far, torch.arange(start, t + 1)])
 
 
 class _SparseAttention(QKVMixer):
@@ -207,16 +220,7 @@ class _SparseAttention(QKVMixer):
     # -- incremental decoding -------------------------------------------------------------------
     def _allowed_keys(self, t: int, device: torch.device) -> Tensor:
         """Indices of the keys position ``t`` attends to (causal pattern), O(l + t / l) of them."""
-        stride = self._stride_for(None)
-        if self.kind == "strided":
-            start = max(0, t - stride + 1)
-            far = torch.arange(t % stride, max(start, t % stride), stride, device=device)
-        else:
-            start = (t // stride) * stride
-            c = self.summary
-            far = (torch.arange(t // stride, device=device)[:, None] * stride
-                   + torch.arange(stride - c, stride, device=device)[None, :]).flatten()
-        return torch.cat([far, torch.arange(start, t + 1, device=device)])
+        return causal_keys(self.kind, self._stride_for(None), self.summary, t).to(device)
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         if self.stride is None and self.max_len is None:
