@@ -109,7 +109,8 @@ class CosFormer(KernelAttentionMixer):
         if int(t) >= self.max_len:
             self._fail(f"cannot decode position {int(t)}: the re-weighting horizon is max_len={self.max_len}")
         pos, horizon = t.view(1, 1), torch.full((1, 1), self.max_len, device=q.device)
-        phi_q, phi_k = (cos_reweighted_features(z[:, :, None], pos, horizon)[:, :, 0] for z in (q, k))
+        both = cos_reweighted_features(torch.cat([q, k], dim=1)[:, :, None], pos, horizon)[:, :, 0]  # one call
+        phi_q, phi_k = both.split(q.shape[1], dim=1)
         return phi_q, phi_k, None
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:

@@ -433,7 +433,6 @@ class CausalLM(nn.Module):
         """Every layer's mixer decodes incrementally (``mixer_info(name).recurrent``)."""
         return mixer_info(self.mixer_name).recurrent
 
-    @torch.no_grad()
     def generate(
         self,
         prompt_ids: Tensor,
@@ -467,6 +466,14 @@ class CausalLM(nn.Module):
         if use_step and not self.can_step:
             raise ValueError(f"{owner}: mixer {self.mixer_name!r} has no incremental step; use use_step=False")
         stepping = self.can_step if use_step is None else use_step
+        # inference_mode: no autograd bookkeeping at all (cheaper per token than no_grad); the result is
+        # cloned outside it, so that callers may use it in autograd-recorded code
+        with torch.inference_mode():
+            ids = self._generate(ids, max_new_tokens, temperature, top_p, seed, stepping)
+        return ids.clone()
+
+    def _generate(self, ids: Tensor, max_new_tokens: int, temperature: float, top_p: float | None,
+                  seed: int | None, stepping: bool) -> Tensor:
         generator = torch.Generator(device=ids.device)
         generator.manual_seed(seed if seed is not None else int(torch.randint(2**62, ()).item()))
         was_training = self.training
