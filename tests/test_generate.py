@@ -74,3 +74,17 @@ def test_without_step_it_recomputes_and_keeps_the_mode():
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError, match="generate"):
         make("linear").generate(torch.zeros(1, 2, dtype=torch.long), **kwargs)
+
+
+def test_sampling_follows_the_distribution_and_respects_top_p():
+    from tokenmix.models.core import _sample
+
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
+    logits = probs.clamp_min(1e-30).log().expand(20000, -1)
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.bincount(_sample(logits, 1.0, None, generator), minlength=5).float() / 20000
+    assert torch.allclose(counts, probs, atol=0.015)
+    assert counts[4] == 0
+    nucleus = torch.bincount(_sample(logits, 1.0, 0.7, generator), minlength=5).float() / 20000
+    assert nucleus[2:].sum() == 0  # 0.5 + 0.3 reaches 0.7: only the two most likely tokens remain
+    assert torch.allclose(nucleus[:2], torch.tensor([0.625, 0.375]), atol=0.015)

@@ -527,7 +527,11 @@ def _sample(logits: Tensor, temperature: float, top_p: float | None, generator: 
         before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the more likely tokens
         sorted_probs = sorted_probs * (before < top_p)  # the most likely token always stays
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    # inverse-CDF sampling: one uniform per row (torch.multinomial draws an exponential per vocabulary entry,
+    # which costs more than a whole decoding step of a small model)
+    cdf = probs.cumsum(dim=-1)
+    u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[-1] - 1).squeeze(-1)
 
 
 class RelationNet(nn.Module):
