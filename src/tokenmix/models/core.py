@@ -529,7 +529,7 @@ def _sample(logits: Tensor, temperature: float, top_p: float | None, generator: 
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
     # inverse-CDF sampling: one uniform per row (torch.multinomial draws an exponential per vocabulary entry,
     # which costs more than a whole decoding step of a small model)
-    cdf = probs.cumsum(dim=-1)
+    cdf = probs.double().cumsum(dim=-1)  # float64: u and the bin edges never coincide on a float32 grid
     u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device, dtype=cdf.dtype) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[-1] - 1).squeeze(-1)
 
