@@ -24,9 +24,11 @@ Three computations of the same convolution, selected by the ``path`` option:
   positions, each block is zero-padded to an FFT length ``>= 2P`` (no circular wrap) and multiplied by the
   FFT of the taps, and each block's tail is added to the next block. O(N d log l) for a channel-wise
   convolution; for the SHE O(N d^2) for the per-frequency d x d products plus O(l d^2 log l) for the
-  FFT of the taps. Computed in float32 for half/bfloat16 inputs (``torch.fft`` has no bfloat16 on CPU)
-  and cast back. Its causality holds up to round-off: a later input changes an earlier output by
-  ~1e-7 (float32) relative, not by exactly 0 as with ``"direct"``.
+  FFT of the taps, in :func:`tokenmix.ops.fft_conv.causal_conv_matrix_fft` (a hand-written backward,
+  and blocks of l/4 positions when few rows share the taps' transform). Computed in float32 for
+  half/bfloat16 inputs (``torch.fft`` has no bfloat16 on CPU) and cast back. Its causality holds up to
+  round-off: a later input changes an earlier output by ~1e-7 (float32) relative, not by exactly 0 as
+  with ``"direct"``.
 * ``"auto"`` (default): ``"fft"`` when the number of taps in use, ``min(N, l)``, reaches
   :data:`FFT_MIN_TAPS` for the mechanism's kind of taps, else ``"direct"`` (see :func:`choose_path`).
 
