@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 import tokenmix
+from tokenmix.ops.spatial import square_grid
 
 
 def build(name: str, dim: int, heads: int, length: int, window: int, causal: bool) -> nn.Module:
@@ -41,17 +42,9 @@ def grows_linearly(name: str, dim: int, length: int, window: int) -> bool:
     mixer = build(name, dim, 1, 2 * length, window, causal=not info.bidirectional)
 
     def count(n: int) -> int:
-        if info.spatial:
-            h = max(d for d in range(1, int(n**0.5) + 1) if n % d == 0)
-            return mixer.count_ops(n, hw=(h, n // h)).total
-        return mixer.count_ops(n).total
+        return mixer.count_ops(n, hw=square_grid(n) if info.spatial else None).total
 
     return count(2 * length) < 2.2 * count(length)
-
-
-def grid(n: int) -> tuple[int, int]:
-    h = max(d for d in range(1, int(n**0.5) + 1) if n % d == 0)
-    return h, n // h
 
 
 def fwd_bwd_time(fn, x: torch.Tensor, repeats: int) -> float:
@@ -98,7 +91,7 @@ def main() -> None:
         torch.manual_seed(0)
         mixer = build(name, args.dim, args.heads, args.length, args.window, args.causal)
         x = torch.rand(args.batch, args.length, args.dim).mul(4).sub(2).requires_grad_()
-        hw = grid(args.length)
+        hw = square_grid(args.length)
         run = (lambda t: mixer(t, hw=hw)) if mixer.info.spatial else mixer
         t_mixer = fwd_bwd_time(run, x, args.repeats)
         layers = projection_inputs(mixer, run, x)

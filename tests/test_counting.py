@@ -15,8 +15,9 @@ import torch
 
 import tokenmix
 from conftest import modes, sequence_mixers
-from tokenmix.counting import CountResult, count_mixer, count_table, format_counts, square_grid, write_counts_csv
+from tokenmix.counting import CountResult, count_mixer, count_table, format_counts, write_counts_csv
 from tokenmix.ops.opcounts import OpCounts, attention_pairs_ops, softmax_attention_ops
+from tokenmix.ops.spatial import square_grid
 
 # -- (1) 004 Table 7: d = l = 128, pure arithmetic ---------------------------------------------------------
 
@@ -307,6 +308,7 @@ def test_square_grid() -> None:
     assert square_grid(128) == (8, 16)
     assert square_grid(7) == (1, 7)
     assert square_grid(12) == (3, 4)
+    assert [square_grid(n) for n in (16, 64, 12, 13, 1024)] == [(4, 4), (8, 8), (3, 4), (1, 13), (32, 32)]
 
 
 def test_counting_leaves_the_global_rng_alone() -> None:

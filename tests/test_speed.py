@@ -19,7 +19,6 @@ from tokenmix.speed import (
     SpeedSettings,
     classify,
     crossover_table,
-    grid_for,
     measure_case,
     run_speed,
     write_outputs,
@@ -182,10 +181,6 @@ def test_classify() -> None:
     assert classify(torch.OutOfMemoryError("CUDA out of memory")) == "oom"
     assert classify(RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory: you tried")) == "oom"
     assert classify(ValueError("bad hw\nmore")) == "error: ValueError: bad hw"
-
-
-def test_grid_for() -> None:
-    assert [grid_for(n) for n in (16, 64, 12, 13, 1024)] == [(4, 4), (8, 8), (3, 4), (1, 13), (32, 32)]
 
 
 BAD_SETTINGS = [({"mixers": ["nope"]}, "--mixers"), ({"lengths": [16, 0]}, "--lengths"),

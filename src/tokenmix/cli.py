@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from .ops.spatial import square_grid
 from .registry import create_mixer, list_mixers, mixer_info
 
 
@@ -125,19 +126,13 @@ def cmd_list() -> None:
                  [[n, task_info(n).kind, task_info(n).metric, task_info(n).source] for n in list_tasks()])
 
 
-def _grid(n: int) -> tuple[int, int]:
-    """The most square (H, W) with H * W = n, H <= W."""
-    h = max(d for d in range(1, int(n**0.5) + 1) if n % d == 0)
-    return h, n // h
-
-
 def _time_fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, repeats: int) -> tuple[float, bool]:
     spatial = mixer.info.spatial
     times, finite = [], True
     for _ in range(repeats + 1):  # the first run warms up
         x.grad = None
         start = time.perf_counter()
-        y = mixer(x, hw=_grid(x.shape[1])) if spatial else mixer(x, mask)
+        y = mixer(x, hw=square_grid(x.shape[1])) if spatial else mixer(x, mask)
         y.square().mean().backward()
         times.append(time.perf_counter() - start)
         finite = finite and bool(torch.isfinite(y).all()) and bool(torch.isfinite(x.grad).all())

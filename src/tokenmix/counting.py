@@ -25,7 +25,6 @@ At ``dim = max_len = length = 128`` the counts of ``softmax`` (causal, 1 or 32 h
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from .ops.opcounts import OpCounts
+from .ops.spatial import square_grid
 from .registry import create_mixer, list_mixers, mixer_info
 
 __all__ = ["CountResult", "count_mixer", "count_table", "format_counts", "write_counts_csv", "square_grid",
@@ -82,14 +82,6 @@ class CountResult:
     @property
     def mode(self) -> str:
         return "causal" if self.causal else "bidir"
-
-
-def square_grid(length: int) -> tuple[int, int]:
-    """The most square grid ``(h, w)`` with ``h w = length`` and ``h <= w``."""
-    h = math.isqrt(length)
-    while length % h:
-        h -= 1
-    return h, length // h
 
 
 def _positive_int(value: object) -> bool:

@@ -50,11 +50,12 @@ from typing import Callable
 
 import torch
 
+from .ops.spatial import square_grid
 from .registry import create_mixer, list_mixers, mixer_info
 
 __all__ = ["SpeedSettings", "SpeedCase", "CaseResult", "SpeedRecord", "CrossoverRow", "CaseTimeout", "run_speed",
            "measure_case", "run_in_process", "run_isolated", "classify", "crossover_table", "write_outputs",
-           "grid_for", "REFERENCE", "COLUMNS"]
+           "REFERENCE", "COLUMNS"]
 
 REFERENCE = "softmax"
 PASSES = ("fwd", "fwdbwd")
@@ -215,12 +216,6 @@ class CaseTimeout(Exception):
     """A case ran past its time budget."""
 
 
-def grid_for(length: int) -> tuple[int, int]:
-    """The most square grid (H, W) with H * W = length and H <= W (1 x length for a prime length)."""
-    h = max(d for d in range(1, math.isqrt(length) + 1) if length % d == 0)
-    return h, length // h
-
-
 def classify(exc: BaseException) -> str:
     """The status of a case that raised ``exc``: "timeout", "oom", or "error: <type>: <message>"."""
     if isinstance(exc, CaseTimeout):
@@ -377,7 +372,7 @@ def _build_pass(case: SpeedCase, length: int) -> Callable[[], None]:
     generator = torch.Generator(device=device).manual_seed(case.seed)
     x = torch.rand(case.batch, length, case.dim, generator=generator, device=device, dtype=dtype)
     x = x.mul_(2).sub_(1).mul_(case.value_range)
-    return _make_pass(mixer, x, case.pass_name, grid_for(length) if info.spatial else None)
+    return _make_pass(mixer, x, case.pass_name, square_grid(length) if info.spatial else None)
 
 
 def _process_warmup(case: SpeedCase) -> None:
@@ -618,7 +613,7 @@ def _sweep_mixer(settings: SpeedSettings, runner: RunCase, name: str, causal: bo
                 result = _attempt(runner, case)
                 if result.status.startswith(("oom", "timeout")):
                     stopped[pass_name] = f"{result.status.split()[0]} at {length}"
-            grid = "x".join(map(str, grid_for(length))) if info.spatial else ""
+            grid = "x".join(map(str, square_grid(length))) if info.spatial else ""
             record = SpeedRecord(name, length, pass_name, causal, float(value_range), result.time_ms,
                                  result.peak_mem_mb, result.status, settings.dim, heads, settings.batch,
                                  settings.device, settings.dtype, settings.num_threads, settings.repeats,

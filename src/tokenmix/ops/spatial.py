@@ -54,7 +54,18 @@ __all__ = [
     "grid_blocks",
     "reduce_grid",
     "to_pair",
+    "square_grid",
 ]
+
+
+def square_grid(n: int) -> tuple[int, int]:
+    """The most square grid ``(H, W)`` with ``H * W = n`` and ``H <= W`` (``1 x n`` for a prime ``n``): how
+    the CLI, ``tokenmix speed``/``count`` and the benchmarks lay a sequence of ``n`` tokens out for a vision
+    mixer."""
+    h = math.isqrt(n)
+    while n % h:
+        h -= 1
+    return h, n // h
 
 
 def to_pair(value: int | tuple[int, int]) -> tuple[int, int]:
