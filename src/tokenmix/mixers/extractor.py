@@ -53,7 +53,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.fft_conv import causal_conv_matrix_fft, fft_size
+from ..ops.fft_conv import causal_conv_matrix_fft, fft_size, overlap_add, to_blocks
 from ..ops.opcounts import OpCounts, elementwise, linear_ops
 from ..registry import register_mixer
 from .base import Mixer
@@ -135,24 +135,21 @@ def _conv_direct_matrix(u: Tensor, w: Tensor) -> Tensor:
 def _conv_fft(u: Tensor, w: Tensor, kind: str) -> Tensor:
     """The same convolution by overlap-add FFT with blocks of ``P = K`` positions (K = taps in use); matrix
     taps go to :func:`tokenmix.ops.fft_conv.causal_conv_matrix_fft` (hand-written backward)."""
-    b, n, d = u.shape
-    p = w.shape[0]
-    nb = -(-n // p)
-    length = fft_size(2 * p)  # a block's linear convolution has 2P - 1 <= length samples: no wrap
     dtype = torch.float32 if u.dtype in (torch.float16, torch.bfloat16) else u.dtype
-    with torch.autocast(device_type=u.device.type, enabled=False):
-        if kind == "matrix":
+    if kind == "matrix":
+        with torch.autocast(device_type=u.device.type, enabled=False):
             return causal_conv_matrix_fft(u.to(dtype), w.to(dtype)).to(u.dtype)
-        blocks = F.pad(u.to(dtype), (0, 0, 0, nb * p - n)).view(b, nb, p, d)
-        spec = torch.fft.rfft(blocks, n=length, dim=2)  # (B, nb, F, d)
+    p = w.shape[0]
+    length = fft_size(2 * p)  # a block's linear convolution has 2P - 1 <= length samples: no wrap
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        spec = torch.fft.rfft(to_blocks(u.to(dtype), p), n=length, dim=2)  # (B, nb, F, d)
         taps = torch.fft.rfft(w.to(dtype), n=length, dim=0)  # (F, ...)
         if kind == "vector":
             spec = spec * taps
         else:
             spec = spec * taps[:, None]
         y = torch.fft.irfft(spec, n=length, dim=2)[:, :, : 2 * p]  # (B, nb, 2P, d)
-        y = y[:, :, :p] + F.pad(y[:, :-1, p:], (0, 0, 0, 0, 1, 0))  # add each block's tail to the next
-        y = y.reshape(b, nb * p, d)[:, :n]
+        y = overlap_add(y, p, u.shape[1])  # each block's tail is added to the next block
     return y.to(u.dtype)
 
 

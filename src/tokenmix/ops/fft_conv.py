@@ -25,7 +25,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["block_conv_matrix", "block_conv_matrix_reference", "causal_conv_matrix_fft", "fft_size"]
+__all__ = ["block_conv_matrix", "block_conv_matrix_reference", "causal_conv_matrix_fft", "fft_size", "to_blocks",
+           "overlap_add"]
 
 
 def fft_size(n: int) -> int:
@@ -55,14 +56,28 @@ def causal_conv_matrix_fft(u: Tensor, w: Tensor, block: int | None = None) -> Te
     b, n, d = u.shape
     k = w.shape[0]
     p = block or (max(1, k // 4) if b * n <= 2 * k else k)
-    nb = -(-n // p)
     n_fft = fft_size(p + k - 1)
     segments = -(-(p + k - 1) // p)  # each block's output spans this many blocks
-    blocks = torch.nn.functional.pad(u, (0, 0, 0, nb * p - n)).reshape(b * nb, p, d)
-    out = block_conv_matrix(blocks, w, n_fft)[:, : segments * p]
+    blocks = to_blocks(u, p)
+    out = block_conv_matrix(blocks.flatten(0, 1), w, n_fft)[:, : segments * p]
     if n_fft < segments * p:
         out = torch.nn.functional.pad(out, (0, 0, 0, segments * p - n_fft))
-    out = out.reshape(b, nb, segments, p, d)
+    return overlap_add(out.view(blocks.shape[0], blocks.shape[1], segments * p, d), p, n)
+
+
+def to_blocks(u: Tensor, p: int) -> Tensor:
+    """(B, N, d) -> (B, nb, P, d): blocks of ``P`` positions, the last one zero-padded."""
+    b, n, d = u.shape
+    nb = -(-n // p)
+    return torch.nn.functional.pad(u, (0, 0, 0, nb * p - n)).view(b, nb, p, d)
+
+
+def overlap_add(out: Tensor, p: int, n: int) -> Tensor:
+    """The outputs of the blocks of :func:`to_blocks`, (B, nb, S P, d), block ``j``'s starting at position
+    ``j P``, summed into the first ``n`` positions of the sequence: (B, n, d)."""
+    b, nb, length, d = out.shape
+    segments = length // p
+    out = out.view(b, nb, segments, p, d)
     y = out[:, :, 0]
     for s in range(1, min(segments, nb)):  # the tail of block j lands on block j + s
         y = y + torch.nn.functional.pad(out[:, : nb - s, s], (0, 0, 0, 0, s, 0))
@@ -113,16 +128,15 @@ class _BlockConvMatrix(torch.autograd.Function):
         r = two_r // 2
         g = _stack_real_imag(torch.fft.rfft(grad, n=n_fft, dim=1))  # (F, 2R, d): [Gr; Gi]
         g_re, g_im = g[:, :r], g[:, r:]
+        # rows r: [Gr_e, Gi_e] interleaved, rows R + r: [Gi_e, -Gr_e]; both gradients multiply by it
+        g2 = torch.cat([_interleave(g_re, g_im), _interleave(g_im, -g_re)], dim=1)  # (F, 2R, 2d)
         d_blocks = d_w = None
         if ctx.needs_input_grad[0]:
-            # columns r: [Gr_e, Gi_e] (real part), columns R + r: [Gi_e, -Gr_e] (imaginary part)
-            v = torch.cat([_interleave(g_re, g_im), _interleave(g_im, -g_re)], dim=1).transpose(1, 2)
-            du = w2 @ v  # (F, d, 2R)
+            du = w2 @ g2.transpose(1, 2)  # (F, d, 2R): real parts in columns r, imaginary in R + r
             spec = torch.complex(du[:, :, :r], du[:, :, r:]).permute(2, 0, 1)  # (R, F, d)
             d_blocks = torch.fft.irfft(spec, n=n_fft, dim=1)[:, : ctx.block]
         if ctx.needs_input_grad[1]:
-            rhs = torch.cat([_interleave(g_re, g_im), _interleave(g_im, -g_re)], dim=1)  # (F, 2R, 2d)
-            spec = torch.view_as_complex((x.transpose(1, 2) @ rhs).view(f, d, d, 2))  # (F, d, d)
+            spec = torch.view_as_complex((x.transpose(1, 2) @ g2).view(f, d, d, 2))  # (F, d, d)
             d_w = torch.fft.irfft(spec, n=n_fft, dim=0)[: ctx.taps]
         return d_blocks, d_w, None
 
