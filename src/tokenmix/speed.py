@@ -156,8 +156,7 @@ class SpeedSettings:
             raise ValueError(f"value_ranges (--value-range) must be finite numbers > 0, got {self.value_ranges!r}")
 
     def _validate_sizes(self) -> None:
-        if self.window is not None and not (isinstance(self.window, int) and not isinstance(self.window, bool)
-                                            and self.window > 0):
+        if self.window is not None and not _positive_int(self.window):
             raise ValueError(f"window (--window) must be a positive int, got {self.window!r}")
         for name, value, least in (("dim", self.dim, 1), ("heads", self.heads, 1), ("batch", self.batch, 1),
                                    ("repeats", self.repeats, 1), ("warmup", self.warmup, 0)):
@@ -272,27 +271,31 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _release_free_memory() -> None:
-    """Collect garbage and hand the C allocator's free memory back to the system (glibc malloc_trim)."""
-    gc.collect()
+def _glibc(function: str) -> Callable[..., int] | None:
+    """A glibc allocator function (``malloc_trim``, ``mallopt``), or None where the C library is not glibc."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return getattr(ctypes.CDLL("libc.so.6"), function)
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+def _release_free_memory() -> None:
+    """Collect garbage and hand the C allocator's free memory back to the system (glibc malloc_trim)."""
+    gc.collect()
+    trim = _glibc("malloc_trim")
+    if trim is not None:
+        trim(0)
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
 
 def _mallopt(param: int, value: int) -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").mallopt(param, value)
-    except (OSError, AttributeError):  # not glibc: nothing to tune
-        pass
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:  # not glibc: nothing to tune
+        mallopt(param, value)
 
 
 def _exact_rss_allocation(exact: bool) -> None:
@@ -496,6 +499,12 @@ class SpeedRecord:
     time_min_ms: float | None = None
     time_max_ms: float | None = None
 
+    @classmethod
+    def of(cls, case: SpeedCase, result: CaseResult, grid: str) -> SpeedRecord:
+        """The row of ``case``: its settings (the fields the two share) and its ``result``."""
+        shared = {f.name: getattr(case, f.name) for f in fields(cls) if f.name in SpeedCase.__dataclass_fields__}
+        return cls(**shared, **asdict(result), grid=grid)
+
     @property
     def ok(self) -> bool:
         return self.status == "ok"
@@ -601,10 +610,11 @@ def _sweep_mixer(settings: SpeedSettings, runner: RunCase, name: str, causal: bo
     records = []
     for length in lengths:
         for pass_name in settings.passes:
-            case = SpeedCase(name, length, pass_name, causal, float(value_range), settings.dim, heads, settings.batch,
-                             settings.device, settings.dtype, settings.repeats, settings.warmup,
-                             float(settings.case_timeout), settings.seed, settings.num_threads, settings.isolated,
-                             settings.mem_limit_mb, settings.window)
+            case = SpeedCase(name, length, pass_name, causal, float(value_range), dim=settings.dim, heads=heads,
+                             batch=settings.batch, device=settings.device, dtype=settings.dtype,
+                             repeats=settings.repeats, warmup=settings.warmup, timeout=float(settings.case_timeout),
+                             seed=settings.seed, threads=settings.num_threads, isolated=settings.isolated,
+                             mem_limit_mb=settings.mem_limit_mb, window=settings.window)
             if reason is not None:
                 result = CaseResult(f"unsupported: {reason}")
             elif pass_name in stopped:
@@ -614,10 +624,7 @@ def _sweep_mixer(settings: SpeedSettings, runner: RunCase, name: str, causal: bo
                 if result.status.startswith(("oom", "timeout")):
                     stopped[pass_name] = f"{result.status.split()[0]} at {length}"
             grid = "x".join(map(str, square_grid(length))) if info.spatial else ""
-            record = SpeedRecord(name, length, pass_name, causal, float(value_range), result.time_ms,
-                                 result.peak_mem_mb, result.status, settings.dim, heads, settings.batch,
-                                 settings.device, settings.dtype, settings.num_threads, settings.repeats,
-                                 settings.warmup, result.mem_method, grid, result.time_min_ms, result.time_max_ms)
+            record = SpeedRecord.of(case, result, grid)
             print(_progress(record), flush=True)
             records.append(record)
     return records
