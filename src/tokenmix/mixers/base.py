@@ -15,6 +15,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..ops.opcounts import OpCounts, linear_ops
+from ..ops.spatial_counts import CountPart, total
 from ..registry import MixerInfo
 
 __all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads"]
@@ -300,3 +301,13 @@ class SpatialMixer(Mixer):
 
     def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
         raise NotImplementedError
+
+    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
+        """The sum of :meth:`_count_parts`, where each vision mixer lists its steps and their derivation."""
+        return total(self._count_parts(hw))
+
+    def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
+        """The labelled steps of one forward pass over one ``H x W`` grid and their counts (matrix products
+        and convolutions marked, for the FlopCounterMode cross-check). Subclasses implement it."""
+        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
+        raise AssertionError  # unreachable

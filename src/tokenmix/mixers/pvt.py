@@ -7,9 +7,8 @@ import math
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts
 from ..ops.spatial import attend, reduce_grid
-from ..ops.spatial_counts import CountPart, attention_parts, conv2d_ops, layernorm_ops, linear_part, total
+from ..ops.spatial_counts import CountPart, attention_parts, conv2d_ops, layernorm_ops, linear_part
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
 
@@ -132,7 +131,3 @@ class SpatialReductionAttention(SpatialMixer, QKVMixer):
             linear_part("output projection", n, c, c, bias),
         ]
         return parts
-
-    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
-        """Sum of :meth:`_count_parts` (derivation there)."""
-        return total(self._count_parts(hw))

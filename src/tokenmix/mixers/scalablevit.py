@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts, elementwise
+from ..ops.opcounts import elementwise
 from ..ops.spatial import attend, reduce_grid, window_attention, window_grid
 from ..ops.spatial_counts import (
     CountPart,
@@ -18,7 +18,6 @@ from ..ops.spatial_counts import (
     gelu_ops,
     layernorm_ops,
     linear_part,
-    total,
     window_attention_parts,
 )
 from ..registry import register_mixer
@@ -174,10 +173,6 @@ class ScalableSelfAttention(SpatialMixer):
         ]
         return parts
 
-    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
-        """Sum of :meth:`_count_parts` (derivation there)."""
-        return total(self._count_parts(hw))
-
 
 @register_mixer(
     "scalable_iwsa",
@@ -280,7 +275,3 @@ class InteractiveWindowAttention(SpatialMixer, QKVMixer):
             CountPart("Z + F(V)", elementwise(n * c, adds=1)),
         ]
         return parts
-
-    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
-        """Sum of :meth:`_count_parts` (derivation there)."""
-        return total(self._count_parts(hw))

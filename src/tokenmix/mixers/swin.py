@@ -6,9 +6,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts
 from ..ops.spatial import window_attention, window_grid
-from ..ops.spatial_counts import CountPart, total, window_attention_parts
+from ..ops.spatial_counts import CountPart, window_attention_parts
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer
 
@@ -111,7 +110,3 @@ class SwinWindowAttention(SpatialMixer, QKVMixer):
         grid = window_grid(hw, self.window_size, self.shift)
         return window_attention_parts(grid, dim=self.dim, heads=self.num_heads, bias=self.q_proj.bias is not None,
                                       score_bias=True)
-
-    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
-        """Sum of :meth:`_count_parts` (derivation there)."""
-        return total(self._count_parts(hw))

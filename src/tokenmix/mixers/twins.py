@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts
 from ..ops.spatial import to_pair, window_attention, window_grid
-from ..ops.spatial_counts import CountPart, total, window_attention_parts
+from ..ops.spatial_counts import CountPart, window_attention_parts
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer
 from .pvt import SpatialReductionAttention
@@ -84,10 +83,6 @@ class LocallyGroupedAttention(SpatialMixer, QKVMixer):
         """
         grid = window_grid(hw, self.window_size)
         return window_attention_parts(grid, dim=self.dim, heads=self.num_heads, bias=self.q_proj.bias is not None)
-
-    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
-        """Sum of :meth:`_count_parts` (derivation there)."""
-        return total(self._count_parts(hw))
 
 
 @register_mixer(

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .opcounts import OpCounts, dot_ops, elementwise, linear_ops, matmul_ops
+from .opcounts import OpCounts, dot_ops, elementwise, linear_ops, matmul_ops, softmax_ops
 from .spatial import WindowGrid
 
 __all__ = [
@@ -97,8 +97,7 @@ def attention_parts(*, heads: int, queries: int, keys: int, d_qk: int, d_v: int,
     if score_bias:
         parts.append(CountPart("score bias, one addition per score", elementwise(scores, adds=1)))
     parts += [
-        CountPart("softmax: exp per score, normaliser sum, division per score",
-                  OpCounts(adds=blocks * queries * (keys - 1), divs=scores, exps=scores)),
+        CountPart("softmax: exp per score, normaliser sum, division per score", softmax_ops(keys, blocks * queries)),
         CountPart(f"weighted sum A V ({where}, d_v={d_v})", matmul_ops(queries, keys, d_v) * blocks, gemm=True),
     ]
     return parts
