@@ -3,8 +3,8 @@
 
 1. The matrix-product/convolution part of each count, times 2, equals the FLOPs that
    ``torch.utils.flop_counter.FlopCounterMode`` measures around the forward pass exactly (it counts 2 per
-   multiply-add of mm/bmm/addmm/conv and nothing element-wise). SDPA runs on its math backend there, so
-   that the attention products appear as bmm's (CPU's fused flash kernel is not in the counter's registry).
+   multiply-add of mm/bmm/addmm/conv and nothing element-wise), measured by ``tokenmix.counting.flop_count``
+   (which gives the counter the formula of CPU's fused attention kernel, missing from its registry).
    Overall, measured / (mults + adds) stays within ``RATIO_BOUNDS``: a dot product of length k is k mults
    and k - 1 adds against the counter's 2k, and biases, softmax sums, LayerNorm and GELU add what the
    counter ignores; these are all lower order in the width, so the ratio is 1 up to a few percent.
@@ -20,16 +20,11 @@ import math
 
 import pytest
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 import tokenmix
+from tokenmix.counting import flop_count
 from tokenmix.ops.opcounts import OpCounts
 from tokenmix.ops.spatial_counts import gemm_mults, total
-
-try:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:  # torch < 2.3
-    sdpa_kernel = None
 
 DIM = 16
 # measured FLOPs / (mults + adds), for dim >= 16 (see the module docstring; observed 0.97-1.04).
@@ -60,10 +55,7 @@ def make(name: str, heads: int = 2, dim: int = DIM, **options) -> torch.nn.Modul
 
 
 def measured_flops(mixer: torch.nn.Module, hw: tuple[int, int]) -> int:
-    x = torch.randn(1, hw[0] * hw[1], mixer.dim)
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
-        mixer(x, hw=hw)
-    return counter.get_total_flops()
+    return flop_count(mixer, hw[0] * hw[1], mixer.dim, hw)
 
 
 def count(name: str, hw: tuple[int, int], heads: int = 2, dim: int = DIM, **options) -> OpCounts:
@@ -71,7 +63,6 @@ def count(name: str, hw: tuple[int, int], heads: int = 2, dim: int = DIM, **opti
 
 
 # -- 1. against FlopCounterMode ----------------------------------------------------------------------------
-@pytest.mark.skipif(sdpa_kernel is None, reason="torch.nn.attention.sdpa_kernel needs torch >= 2.3")
 @pytest.mark.parametrize("heads", [1, 2])
 @pytest.mark.parametrize("hw", GRIDS, ids=lambda hw: f"{hw[0]}x{hw[1]}")
 @pytest.mark.parametrize(("name", "options"), CASES)
@@ -157,12 +148,10 @@ def test_plain_attention_is_004_table_3_bidirectional(heads):
 
 
 def test_attention_core_agrees_with_the_shared_softmax_helper():
-    """Where tokenmix.ops.opcounts has the shared per-head softmax attention count, the vision mixers'
-    attention parts agree with it (window: per window; reduction: N queries over N' keys)."""
+    """The vision mixers' attention parts agree with the shared per-head softmax attention count of
+    tokenmix.ops.opcounts (window: per window; reduction: N queries over N' keys)."""
     from tokenmix.ops import opcounts
 
-    if not hasattr(opcounts, "softmax_attention_ops"):
-        pytest.skip("no shared softmax_attention_ops in tokenmix.ops.opcounts")
     c, heads, hw = 32, 2, (10, 10)
     n = hw[0] * hw[1]
     projections = opcounts.linear_ops(n, c, c, True) * 4
