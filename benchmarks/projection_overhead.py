@@ -30,7 +30,8 @@ from tokenmix.ops.spatial import square_grid
 
 def build(name: str, dim: int, heads: int, length: int, window: int, causal: bool) -> nn.Module:
     info = tokenmix.mixer_info(name)
-    causal = causal if (info.causal if causal else info.bidirectional) else not causal
+    supported = info.causal if causal else info.bidirectional
+    causal = causal if supported else not causal  # causal-only (bidirectional-only) mixers run as they can
     max_len = window if info.sliding_window else (2 * length if info.needs_max_len else None)
     return tokenmix.create_mixer(name, dim, num_heads=heads if info.multihead else 1, causal=causal,
                                  max_len=max_len)
