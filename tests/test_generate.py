@@ -13,7 +13,7 @@ from tokenmix.models import CausalLM
 VOCAB, DIM, MAX_LEN = 40, 16, 48
 CAUSAL = [n for n in sequence_mixers() if tokenmix.mixer_info(n).causal]
 
-if "_test_causal_no_step" not in tokenmix.list_mixers():
+if "_test_causal_no_step" not in tokenmix.list_mixers(include_hidden=True):
     @tokenmix.register_mixer("_test_causal_no_step", paper="test", complexity="O(N d)", causal=True)
     class _CausalNoStep(Mixer):
         def __init__(self, dim, *, num_heads=1, causal=False, max_len=None):

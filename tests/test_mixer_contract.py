@@ -22,7 +22,7 @@ CASES = mixer_cases()
 
 
 def test_registry_lists_the_core_mechanisms():
-    names = tokenmix.list_mixers()
+    names = tokenmix.list_mixers(include_hidden=True)
     assert names == sorted(names)
     for name in ["softmax", "linear", "relation", "kerformer", "performer", "cosformer", "efficient", "mlp"]:
         assert name in names

@@ -20,7 +20,7 @@ VOCAB = 23
 
 
 def require(name: str) -> None:
-    if name not in tokenmix.list_mixers():
+    if name not in tokenmix.list_mixers(include_hidden=True):
         pytest.skip(f"mixer {name!r} is not registered yet")
 
 
@@ -53,7 +53,7 @@ class _FakeBase(Mixer):
 
 
 def _register(name: str, **flags: object) -> None:
-    if name in tokenmix.list_mixers():
+    if name in tokenmix.list_mixers(include_hidden=True):
         return
     cls = type(f"Fake_{name.strip('_')}", (_FakeBase,), {})
     tokenmix.register_mixer(name, paper="test fake", complexity="O(N d^2)", **flags)(cls)
@@ -125,15 +125,20 @@ def test_block_mixer_arguments_come_from_mixer_info() -> None:
 def test_num_heads_passed_through() -> None:
     clf = SequenceClassifier(VOCAB, 2, "softmax", 8, 1, num_heads=4, max_len=6)
     assert clf.blocks[0].mixer.num_heads == 4
-    with pytest.raises(ValueError, match="_test_noheads"):  # the registry rejects heads it has not got
-        SequenceClassifier(VOCAB, 2, "_test_noheads", 8, 1, num_heads=2, max_len=6)
-    SequenceClassifier(VOCAB, 2, "_test_noheads", 8, 1, max_len=6)(ids_(1, 6))  # num_heads left out: fine
+    # A model-level head count goes to the mixers with heads only: a head-less one runs with its single head
+    # in every model, so one config serves a whole sweep (MixerInfo.heads).
+    noheads = SequenceClassifier(VOCAB, 2, "_test_noheads", 8, 1, num_heads=2, max_len=6)
+    assert noheads.blocks[0].mixer.num_heads == 1
+    noheads(ids_(1, 6))
+    with pytest.raises(ValueError, match="_test_noheads"):  # the registry itself still rejects them
+        tokenmix.create_mixer("_test_noheads", 8, num_heads=2)
     with pytest.raises(ValueError, match="divisible"):
         Block(8, "softmax", num_heads=3)
     for name in ("relation", "mlp"):
-        if name in tokenmix.list_mixers():
-            with pytest.raises(ValueError, match=name):
-                SequenceClassifier(VOCAB, 2, name, 8, 1, num_heads=2, max_len=6)
+        assert SequenceClassifier(VOCAB, 2, name, 8, 1, num_heads=2, max_len=6).blocks[0].mixer.num_heads == 1
+        assert CausalLM(VOCAB, name, 8, 1, 6, num_heads=2).blocks[0].mixer.num_heads == 1
+    mixed = CausalLM(VOCAB, ["softmax", "relation"], 8, 2, 6, num_heads=2)
+    assert [b.mixer.num_heads for b in mixed.blocks] == [2, 1]
 
 
 # -- forward / backward across models and mixers ----------------------------------------------------
@@ -373,7 +378,7 @@ def test_relation_net_mixer_parameter_budgets_match() -> None:
     dim = 12
     counts = {}
     for name in MIXERS:
-        if name in tokenmix.list_mixers():
+        if name in tokenmix.list_mixers(include_hidden=True):
             model = RelationNet(VOCAB, 2, name, dim, max_len=8, mixer_options={"bias": False})
             counts[name] = sum(p.numel() for p in model.mixer.parameters())
     if len(counts) < 2:
@@ -403,7 +408,7 @@ def test_relation_net_first_token_drives_logits() -> None:
     assert not torch.allclose(softmax(changed), softmax(ids))
     changed_first = ids.clone()
     changed_first[:, 0] = (ids[:, 0] + 1) % VOCAB
-    if "mlp" in tokenmix.list_mixers():
+    if "mlp" in tokenmix.list_mixers(include_hidden=True):
         baseline = RelationNet(VOCAB, 3, "mlp", 16, max_len=8).eval()
         torch.testing.assert_close(baseline(changed), baseline(ids))  # the Baseline sees no context
         assert not torch.allclose(baseline(changed_first), baseline(ids))

@@ -14,9 +14,9 @@ import tokenmix
 from tokenmix.mixers.base import Mixer, SpatialMixer
 from tokenmix.models import ViT
 
-BIDIRECTIONAL = [n for n in tokenmix.list_mixers()
+BIDIRECTIONAL = [n for n in tokenmix.list_mixers(include_hidden=True)
                  if not n.startswith("_") and tokenmix.mixer_info(n).bidirectional]
-CAUSAL_ONLY = [n for n in tokenmix.list_mixers()
+CAUSAL_ONLY = [n for n in tokenmix.list_mixers(include_hidden=True)
                if not n.startswith("_") and not tokenmix.mixer_info(n).bidirectional]
 # Point-wise mixers see no context, so with CLS pooling the CLS token never sees a patch (by design:
 # "mlp" is 000's context-free Baseline).
@@ -60,10 +60,10 @@ class _Recorder(Mixer):
         return self.lin(x).mean(dim=1, keepdim=True).expand_as(x)
 
 
-if "_test_alternating" not in tokenmix.list_mixers():
+if "_test_alternating" not in tokenmix.list_mixers(include_hidden=True):
     tokenmix.register_mixer("_test_alternating", paper="test", complexity="O(N)", causal=False, spatial=True,
                             padding=False, multihead=False, alternate={"flag": True})(_AlternatingSpatial)
-if "_test_vit_recorder" not in tokenmix.list_mixers():
+if "_test_vit_recorder" not in tokenmix.list_mixers(include_hidden=True):
     tokenmix.register_mixer("_test_vit_recorder", paper="test", complexity="O(N)", causal=False,
                             multihead=False)(_Recorder)
 
@@ -97,7 +97,7 @@ def test_default_pooling_is_cls_for_1d_and_mean_for_spatial():
 # -- image sizes that are not a multiple of the patch -------------------------------------------------
 @pytest.mark.parametrize("mixer", ["softmax", "_test_alternating"])
 def test_image_not_a_multiple_of_the_patch_is_zero_padded_bottom_right(mixer):
-    if mixer not in tokenmix.list_mixers():
+    if mixer not in tokenmix.list_mixers(include_hidden=True):
         pytest.skip(f"mixer {mixer!r} is not registered")
     torch.manual_seed(0)
     model = ViT((30, 26), 4, 3, 5, mixer, 16, 2).eval()
@@ -161,11 +161,13 @@ def test_patches_are_flattened_row_major():
     assert model.blocks[0].mixer.seen_hw == [(2, 3)]
 
 
-def test_num_heads_is_passed_only_when_given():
+def test_num_heads_goes_to_mixers_with_heads_only():
     ViT(28, 7, 1, 10, "_test_vit_recorder", 16, 1)  # no heads: fine
+    # the same policy as the 1-D models: a head-less mixer keeps its single head under a model-level count
+    assert ViT(28, 7, 1, 10, "_test_vit_recorder", 16, 1, num_heads=2).blocks[0].mixer.num_heads == 1
     with pytest.raises(ValueError, match="num_heads"):
-        ViT(28, 7, 1, 10, "_test_vit_recorder", 16, 1, num_heads=2)
-    if "softmax" in tokenmix.list_mixers():
+        ViT(28, 7, 1, 10, "softmax", 16, 1, num_heads=0)
+    if "softmax" in tokenmix.list_mixers(include_hidden=True):
         model = ViT(28, 7, 1, 10, "softmax", 16, 1, num_heads=4)
         assert model.blocks[0].mixer.num_heads == 4
 
@@ -230,7 +232,7 @@ def _blobs(n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
 
 
 def test_tiny_vit_learns_a_synthetic_two_class_task():
-    if "softmax" not in tokenmix.list_mixers():
+    if "softmax" not in tokenmix.list_mixers(include_hidden=True):
         pytest.skip("softmax is not registered")
     start = time.perf_counter()
     torch.manual_seed(0)

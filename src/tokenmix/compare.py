@@ -91,7 +91,7 @@ def compare(settings: CompareSettings, out_dir: str | Path, *, progress: bool | 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mixers = [*settings.mixers, *([BASELINE] if BASELINE not in settings.mixers else [])]
-    unknown = sorted(set(mixers) - set(list_mixers()))
+    unknown = sorted(set(mixers) - set(list_mixers(include_hidden=True)))
     if unknown:
         raise ValueError(f"unknown mixer(s) {unknown}; available: {', '.join(list_mixers())}")
     task = create_task(settings.task, preset=settings.preset, seed=0)

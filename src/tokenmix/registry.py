@@ -38,6 +38,9 @@ class MixerInfo:
             cap on N, so any length works.
         needs_max_len: some configuration of it (see its docstring) has a fixed length and requires
             ``max_len``; models should always pass one.
+        residual: the mechanism's formula already ends with its own residual connection and
+            normalisation (Average Attention's ``LayerNorm(h~ + x)``), so a model block must not add another
+            pre-norm and residual around it.
         options: names of the mechanism-specific options it accepts.
     """
 
@@ -54,6 +57,17 @@ class MixerInfo:
     sliding_window: bool
     alternate: tuple[tuple[str, Any], ...]
     options: tuple[str, ...]
+    residual: bool = False
+
+    def supports(self, *, causal: bool) -> bool:
+        """Whether the mechanism can run in the given mode (causal, or bidirectional)."""
+        return self.causal if causal else self.bidirectional
+
+    def heads(self, num_heads: int | None) -> int | None:
+        """The ``num_heads`` a model passes to this mechanism when the model was given ``num_heads``: the
+        value itself for a multi-head mechanism, None (the mechanism's single head) for one without heads.
+        One model-level head count can thus be used with every mixer in a sweep."""
+        return num_heads if self.multihead else None
 
 
 _REGISTRY: dict[str, tuple[MixerInfo, type[nn.Module]]] = {}
@@ -75,6 +89,7 @@ def register_mixer(
     needs_max_len: bool = False,
     sliding_window: bool = False,
     alternate: dict[str, Any] | None = None,
+    residual: bool = False,
 ) -> Callable[[M], M]:
     """Class decorator that registers a mixer under ``name``.
 
@@ -111,6 +126,7 @@ def register_mixer(
             sliding_window=sliding_window,
             alternate=tuple((alternate or {}).items()),
             options=options,
+            residual=residual,
         )
         cls.info = info
         _REGISTRY[name] = (info, cls)
@@ -119,9 +135,10 @@ def register_mixer(
     return decorate
 
 
-def list_mixers() -> list[str]:
-    """Sorted names of all registered mixers."""
-    return sorted(_REGISTRY)
+def list_mixers(include_hidden: bool = False) -> list[str]:
+    """Sorted names of the registered mixers; names starting with ``_`` (test doubles) only with
+    ``include_hidden=True``."""
+    return sorted(n for n in _REGISTRY if include_hidden or not n.startswith("_"))
 
 
 def _lookup(name: str) -> tuple[MixerInfo, type[nn.Module]]:
@@ -155,10 +172,9 @@ def create_mixer(
     if unknown:
         accepted = ", ".join(info.options) or "none"
         raise ValueError(f"mixer {name!r} has no option(s) {unknown}; its options are: {accepted}")
-    if causal and not info.causal:
-        raise ValueError(f"mixer {name!r} cannot run causally (causal=True is unsupported)")
-    if not causal and not info.bidirectional:
-        raise ValueError(f"mixer {name!r} is causal only; pass causal=True")
+    if not info.supports(causal=causal):
+        raise ValueError(f"mixer {name!r} cannot run causally (causal=True is unsupported)" if causal
+                         else f"mixer {name!r} is causal only; pass causal=True")
     if num_heads != 1 and not info.multihead:
         raise ValueError(f"mixer {name!r} has no heads; num_heads={num_heads} is unsupported (use 1)")
     return cls(dim, num_heads=num_heads, causal=causal, max_len=max_len, **options)

@@ -86,7 +86,7 @@ IN_PROCESS_NOTE = ("in-process CPU numbers are approximate: memory freed by earl
 
 def public_mixers() -> list[str]:
     """Every registered mixer whose name does not start with "_" (what ``--mixers all`` means)."""
-    return [n for n in list_mixers() if not n.startswith("_")]
+    return list_mixers()
 
 
 @dataclass
@@ -144,7 +144,7 @@ class SpeedSettings:
     def _validate_lists(self) -> None:
         if not self.mixers:
             raise ValueError("mixers (--mixers): no mixer given")
-        unknown = [m for m in self.mixers if m not in list_mixers()]
+        unknown = [m for m in self.mixers if m not in list_mixers(include_hidden=True)]
         if unknown:
             raise ValueError(f"mixers (--mixers): unknown mixer(s) {unknown}; available: {', '.join(public_mixers())}")
         if not self.lengths or not all(_positive_int(n) for n in self.lengths):

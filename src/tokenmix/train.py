@@ -3,13 +3,22 @@ time-to-target, checkpoint/resume, logs, and optional multi-process data paralle
 
 Protocol (papers 000 §3.2-3.3 and 004 §6):
 
-* **Optimiser**: AdamW (``weight_decay=0`` gives 000's Adam). Weight decay acts on parameters with two or
-  more dimensions (weights, embeddings); biases and normalisation gains are not decayed.
+* **Optimiser**: ``optimizer="adamw"`` (decoupled weight decay, Loshchilov & Hutter) or ``"adam"`` (Kingma &
+  Ba; ``weight_decay`` must then be 0 -- Adam's coupled L2 penalty is not offered), with ``betas`` and
+  ``eps``. AdamW's weight decay acts on parameters with two or more dimensions (weights, embeddings);
+  biases and normalisation gains are not decayed.
 * **Schedule**: the learning rate at optimiser step ``s`` (0-based) is ``lr * f(s)`` with
   ``f(s) = (s + 1) / warmup_steps`` for ``s < warmup_steps`` (linear warm-up, reaching ``lr`` at the last
-  warm-up step) and ``f(s) = 0.5 * (1 + cos(pi * (s - warmup_steps) / (total - warmup_steps)))`` after it
-  (cosine decay to 0 at ``total``, the planned number of steps; early stopping does not change it). See
-  :func:`lr_factor`.
+  warm-up step) and, after it, ``f(s) = 1`` for ``schedule="constant"`` or, for ``"cosine"``,
+  ``f(s) = 0.5 * (1 + cos(pi * (s - warmup_steps) / (total - warmup_steps)))`` (cosine decay to 0 at
+  ``total``, the planned number of steps; early stopping does not change it). See :func:`lr_factor`.
+* **Presets** (:data:`TRAIN_PRESETS`, :meth:`TrainConfig.preset`): ``"quick"`` is the dataclass defaults with
+  lr 3e-3 (AdamW, weight decay 0.01, cosine, clipping 1.0, batch 32; for short CPU runs); ``"paper-004"``
+  is Chen (2023) Table 1 (AdamW lr 1e-3, betas (0.9, 0.999), constant lr, batch 64; no clipping or
+  warm-up is mentioned, so none; weight decay is not given, so PyTorch's AdamW default 0.01);
+  ``"paper-000"`` is Yamada et al. (2022) §3.2.1-3.3 (Adam with its default settings, batch 256, early
+  stopping with patience 5, time to 0.8 accuracy reached at 10 evaluations in a row); ``"paper-003"`` is
+  Maupomé & Meurs (2021) §3.2 (Adam, batch 64, 10 epochs; lr not given, so Adam's default 1e-3).
 * **Same batches for every model** (004 §6): the batches of epoch ``e`` are
   ``task.batches("train", batch_size, shuffle=True, seed=seed * 1000 + e, drop_last=True)``, which depend
   on the task and the seed only. ``torch.manual_seed(seed)`` is called before anything random in
@@ -86,14 +95,22 @@ LOG_JSONL = "log.jsonl"
 LOG_CSV = "log.csv"
 
 
+_OPTIMIZERS = ("adamw", "adam")
+_SCHEDULES = ("cosine", "constant")
+
+
 @dataclass
 class TrainConfig:
     max_steps: int | None = None  # exactly one of max_steps / epochs (if both None: epochs=1)
     epochs: int | None = None
     batch_size: int = 32
     lr: float = 1e-3
+    optimizer: str = "adamw"  # "adamw" | "adam"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
     weight_decay: float = 0.01
-    warmup_steps: int = 0  # linear warm-up, then cosine decay to 0 over the remaining steps
+    schedule: str = "cosine"  # after the warm-up: "cosine" decay to 0, or "constant"
+    warmup_steps: int = 0  # linear warm-up
     grad_clip: float | None = 1.0
     eval_every: int | None = None  # steps between evaluations; None = once per epoch
     eval_batch_size: int = 64
@@ -108,6 +125,30 @@ class TrainConfig:
     checkpoint_every: int | None = None  # steps; None = at every evaluation
     progress: bool | None = None  # tqdm bar; None = only when stderr is a TTY
     tensorboard: bool = False  # optional; torch.utils.tensorboard imported lazily
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "TrainConfig":
+        """The named preset of :data:`TRAIN_PRESETS` with ``overrides`` on top (unknown names raise)."""
+        if name not in TRAIN_PRESETS:
+            raise ValueError(f"unknown training preset {name!r}; presets: {', '.join(TRAIN_PRESETS)}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"TrainConfig has no field(s) {unknown}")
+        return cls(**{**TRAIN_PRESETS[name], **overrides})
+
+
+# Each paper's training settings, named (see the module docstring); "quick" is the defaults with lr 3e-3.
+TRAIN_PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {"lr": 3e-3},
+    "paper-004": {"optimizer": "adamw", "lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": 0.01,
+                  "schedule": "constant", "warmup_steps": 0, "grad_clip": None, "batch_size": 64},
+    "paper-000": {"optimizer": "adam", "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0,
+                  "schedule": "constant", "warmup_steps": 0, "grad_clip": None, "batch_size": 256,
+                  "patience": 5, "target": 0.8, "target_k": 10},
+    "paper-003": {"optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "schedule": "constant",
+                  "warmup_steps": 0, "grad_clip": None, "batch_size": 64, "epochs": 10},
+}
 
 
 @dataclass
@@ -174,6 +215,18 @@ def _validate(config: TrainConfig) -> None:
         bad("lr", "a finite float >= 0")
     if not _is_real(config.weight_decay) or config.weight_decay < 0:
         bad("weight_decay", "a finite float >= 0")
+    if config.optimizer not in _OPTIMIZERS:
+        bad("optimizer", f"one of {_OPTIMIZERS}")
+    if config.optimizer == "adam" and config.weight_decay != 0:
+        raise ValueError(f"TrainConfig.optimizer='adam' takes no weight decay (got weight_decay="
+                         f"{config.weight_decay!r}); use optimizer='adamw' for decoupled weight decay")
+    if config.schedule not in _SCHEDULES:
+        bad("schedule", f"one of {_SCHEDULES}")
+    if (not isinstance(config.betas, (tuple, list)) or len(config.betas) != 2
+            or not all(_is_real(b) and 0 <= b < 1 for b in config.betas)):
+        bad("betas", "a pair of floats in [0, 1)")
+    if not _is_real(config.eps) or config.eps <= 0:
+        bad("eps", "a finite float > 0")
     if config.grad_clip is not None and (not _is_real(config.grad_clip) or config.grad_clip <= 0):
         bad("grad_clip", "None or a finite float > 0")
     if config.target is not None and not _is_real(config.target):
@@ -202,11 +255,14 @@ def _validate(config: TrainConfig) -> None:
 # -- schedule --------------------------------------------------------------------------------------
 
 
-def lr_factor(step: int, warmup_steps: int, total_steps: int) -> float:
+def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "cosine") -> float:
     """Multiplier of ``lr`` for optimiser step ``step`` (0-based): linear warm-up ``(step + 1) / warmup``,
-    then cosine decay from 1 to 0 over the steps from ``warmup_steps`` to ``total_steps``."""
+    then 1 (``schedule="constant"``) or cosine decay from 1 to 0 over the steps from ``warmup_steps`` to
+    ``total_steps`` (``"cosine"``)."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
     decay = total_steps - warmup_steps
     if decay <= 0:
         return 1.0
@@ -410,8 +466,10 @@ def train(task: Task, model: nn.Module, config: TrainConfig) -> TrainResult:
                           {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
     if not groups:
         raise ValueError("the model has no trainable parameters")
-    optimizer = torch.optim.AdamW(groups, lr=config.lr)
-    schedule: Callable[[int], float] = lambda s: lr_factor(s, config.warmup_steps, total_steps)  # noqa: E731
+    optimizer_class = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optimizer_class(groups, lr=config.lr, betas=tuple(config.betas), eps=config.eps)
+    schedule: Callable[[int], float] = lambda s: lr_factor(s, config.warmup_steps, total_steps,  # noqa: E731
+                                                           config.schedule)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
     # Loop state (everything here goes into the checkpoint).

@@ -20,6 +20,7 @@ from .base import Mixer
     causal=True,
     recurrent=True,
     multihead=False,
+    residual=True,
 )
 class AverageAttention(Mixer):
     """Average Attention (Zhang et al. 2018 §3; 002 §4.3)::
@@ -33,6 +34,10 @@ class AverageAttention(Mixer):
     matrix of Zhang et al.'s "masking trick" is O(N^2 d) and is only the test reference). The whole
     layer is O(N d^2). Non-causal variant: ``g`` is the FFN of the mean over all real tokens, the same at
     every position.
+
+    The formula ends with its own residual connection and LayerNorm, so the mechanism is registered with
+    ``residual=True``: a model block applies it to the layer input directly (``x = mixer(x)``) instead of
+    wrapping it in a second pre-norm and residual.
 
     Padding: averages run over real tokens only (divided by their count); outputs at padded positions are
     zero. Decoding (causal): the running sum and count, O(d^2) per token.

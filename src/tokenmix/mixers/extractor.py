@@ -45,7 +45,6 @@ Initialisation as in 004 section 6: weights ``N(0, 0.01^2)``, biases zero.
 
 from __future__ import annotations
 
-import inspect
 from typing import ClassVar
 
 import torch
@@ -54,6 +53,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..ops.fft_conv import causal_conv_matrix_fft, fft_size, overlap_add, to_blocks
+from ..ops.init import normal_init_
 from ..ops.opcounts import OpCounts, elementwise, linear_ops
 from ..registry import register_mixer
 from .base import Mixer
@@ -72,10 +72,6 @@ FFT_MIN_TAPS: dict[str, int] = {"matrix": 64, "vector": 64, "scalar": 64}
 
 # Tile (positions and taps) of the SHE's direct path (see _conv_direct_matrix).
 _MATRIX_TILE = 512
-
-# The registry gained ``sliding_window`` (max_len is a window, not a cap on N); pass it when present so
-# that this module imports with either version of the registry.
-_SLIDING = {"sliding_window": True} if "sliding_window" in inspect.signature(register_mixer).parameters else {}
 
 
 def choose_path(path: str, n: int, taps: int, kind: str) -> str:
@@ -291,11 +287,9 @@ class _Adjusted(Extractor):
         self.out_proj = out_proj
 
     def _init_weights(self) -> None:
-        for p_name, p in self.named_parameters():
-            if p_name.endswith("bias"):
-                nn.init.zeros_(p)
-            else:
-                nn.init.normal_(p, 0.0, _INIT_STD)
+        # The Extractors' own default is Chen (2023) §6's; a model with an ``init_std`` re-initialises every
+        # mixer alike (tokenmix.ops.init.normal_init_), so this only matters for a standalone mixer.
+        normal_init_(self, _INIT_STD)
 
     def _finish(self, x: Tensor, ext: Tensor) -> Tensor:
         adjusted = self.adj(x) * ext
@@ -323,7 +317,7 @@ class _Adjusted(Extractor):
     recurrent=True,
     multihead=False,
     needs_max_len=True,
-    **_SLIDING,
+    sliding_window=True,
 )
 class SHE(_Adjusted):
     """Super high-performance Extractor (004 eqs. 23-25).
@@ -360,7 +354,7 @@ class SHE(_Adjusted):
     recurrent=True,
     multihead=False,
     needs_max_len=True,
-    **_SLIDING,
+    sliding_window=True,
 )
 class HE(_Adjusted):
     """Higher-performance Extractor (004 eqs. 27-28, then the SHE's eqs. 24-25).
@@ -407,7 +401,7 @@ class HE(_Adjusted):
     recurrent=True,
     multihead=False,
     needs_max_len=True,
-    **_SLIDING,
+    sliding_window=True,
 )
 class WE(_Adjusted):
     """Worthwhile Extractor (004 eq. 26, then the SHE's eqs. 24-25).
@@ -444,7 +438,7 @@ class WE(_Adjusted):
     recurrent=True,
     multihead=False,
     needs_max_len=True,
-    **_SLIDING,
+    sliding_window=True,
 )
 class ME(Extractor):
     """Minimalist Extractor (004 eq. 29): ``y_i = sum_{j=i-l+1..i, j>=1} x_j w^ext_{i-j+1}``.

@@ -11,6 +11,9 @@ from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer
 from .pvt import SpatialReductionAttention
 
+# The LSA window, and the GSA sub-sampling that gives one representative per such window (002 §3.3).
+LSA_WINDOW = 7
+
 
 @register_mixer(
     "twins_lsa",
@@ -45,7 +48,7 @@ class LocallyGroupedAttention(SpatialMixer, QKVMixer):
         num_heads: int = 1,
         causal: bool = False,
         max_len: int | None = None,
-        window_size: int | tuple[int, int] = 7,
+        window_size: int | tuple[int, int] = LSA_WINDOW,
         bias: bool = True,
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
@@ -108,8 +111,13 @@ class GlobalSubsampledAttention(SpatialReductionAttention):
     :meth:`SpatialReductionAttention._count_parts`.
 
     Options:
-        sr_ratio: the sub-sampling stride (default 2; Twins-SVT uses 8, 4, 2, 1 in stages 1-4, 2 being
-            the stage that holds most layers; 002's "one representative per window" is ``sr_ratio`` equal to
-            the LSA window).
+        sr_ratio: the sub-sampling stride (default :data:`LSA_WINDOW` = 7, the default window of
+            ``twins_lsa``: 002 §3.3 pairs LSA with a GSA that takes "one representative per window", so the
+            SSSA pattern ``["twins_lsa", "twins_gsa"]`` is consistent at the defaults; Twins-SVT's own
+            stages use 8, 4, 2, 1).
         bias: biases in the Q/K/V and output projections (default True).
     """
+
+    def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
+                 sr_ratio: int = LSA_WINDOW, bias: bool = True) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, sr_ratio=sr_ratio, bias=bias)

@@ -48,6 +48,11 @@ class ContextualizerClassifier(nn.Module):
     real token. Returns logits (B, num_classes). Padded tokens never change the logits; a row with no
     real token has c^(K) = 0, so its logits are the head's bias. With ``context="random"`` c^(0) is
     redrawn on every call (see the mixer), so outputs vary from call to call unless the RNG is seeded.
+
+    Default context: 003's experiments (Tables 2-3, §3.2) draw c^(0) ~ U(-1, 1), and the ``paper-003``
+    protocol of the tasks (``task.build_model("contextualizer", protocol="paper-003", depth=1)``) uses that.
+    The library default stays ``"ones"`` because it makes the classifier a deterministic function of its
+    input (evaluation, gradient checks and exported models give the same output twice); ``"random"`` does not.
     """
 
     def __init__(

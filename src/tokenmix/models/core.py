@@ -28,7 +28,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..ops.init import normal_init_
 from ..registry import create_mixer, mixer_info
+from .patterns import LayerMixer, layer_mixers, pattern_names
 
 __all__ = [
     "sinusoidal_positions",
@@ -89,8 +91,9 @@ def _check_mask(mask: object, ids: Tensor, owner: str) -> Tensor:
 def _mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner: str) -> dict[str, object]:
     """The common create_mixer arguments a model passes, decided from ``mixer_info`` alone.
 
-    ``num_heads`` is passed only when the user gave it (the registry rejects ``num_heads != 1`` for a
-    mechanism without heads). ``max_len`` is passed whenever the caller has one: every mechanism accepts
+    ``num_heads`` is the model's head count: passed to every mechanism with heads and not to those without
+    (``MixerInfo.heads``: Relation, Average Attention, the Extractors, the MLP run as their single
+    "head"), so one model-level value serves every mixer of a sweep. ``max_len`` is passed whenever the caller has one: every mechanism accepts
     it (a common create_mixer argument: a cap on N, or the window of a ``sliding_window`` mechanism),
     and those flagged ``needs_max_len`` need it in some configuration (e.g. a causal mechanism whose
     horizon is ``max_len``). A mechanism flagged ``needs_max_len`` without one is an error here.
@@ -100,6 +103,8 @@ def _mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner:
         raise ValueError(f"{owner}: mixer {mixer!r} is spatial (it needs a 2-D grid) and cannot mix a 1-D sequence")
     kwargs: dict[str, object] = {}
     if num_heads is not None:
+        _check_positive_int(num_heads, "num_heads", owner)
+    if info.heads(num_heads) is not None:
         kwargs["num_heads"] = num_heads
     if max_len is not None:
         kwargs["max_len"] = max_len
@@ -108,13 +113,37 @@ def _mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner:
     return kwargs
 
 
-def _block_mask(mask: Tensor | None, mixer: str, owner: str) -> Tensor | None:
+def _block_mask(mask: Tensor | None, mixers: list[str], owner: str) -> Tensor | None:
     """None when nothing is padded (so mechanisms without mask support still run); else the mask."""
     if mask is None or bool(mask.all()):
         return None
-    if not mixer_info(mixer).padding:
-        raise ValueError(f"{owner}: mixer {mixer!r} does not support padding masks, but the batch has padding")
+    for mixer in mixers:
+        if not mixer_info(mixer).padding:
+            raise ValueError(f"{owner}: mixer {mixer!r} does not support padding masks, but the batch has padding")
     return mask
+
+
+def _check_init_std(init_std: object, owner: str) -> None:
+    if init_std is not None and (isinstance(init_std, bool) or not isinstance(init_std, (int, float))
+                                 or not math.isfinite(init_std) or init_std <= 0):
+        raise ValueError(f"{owner}: init_std must be a positive float or None, got {init_std!r}")
+
+
+def _blocks(dim: int, mixer: object, depth: int, mixer_options: dict[str, object] | None, owner: str,
+            **block_args: object) -> nn.ModuleList:
+    """``depth`` :class:`Block` s, layer ``i`` with the ``i``-th mixer of the pattern (see
+    :mod:`tokenmix.models.patterns`)."""
+    return nn.ModuleList(Block(dim, layer.name, mixer_options=dict(layer.options), **block_args)
+                         for layer in layer_mixers(mixer, depth, mixer_options, owner))
+
+
+def _depth_options(mixer: str, inner_dim: int | None) -> dict[str, object]:
+    """000's mixer settings for a mixing depth ``d = inner_dim`` (see :class:`RelationNet`), for the options
+    ``mixer`` has; empty when ``inner_dim`` is None."""
+    if inner_dim is None:
+        return {}
+    wanted = {"inner_dim": inner_dim, "out_proj": False, "normalize": False}
+    return {k: v for k, v in wanted.items() if k in mixer_info(mixer).options}
 
 
 def sinusoidal_positions(n: int, dim: int) -> Tensor:
@@ -195,9 +224,13 @@ class Block(nn.Module):
         x = x + dropout(mixer(layernorm1(x), mask))      # eqs. 9-17 (the mixer replaces eqs. 10-17)
         x = x + dropout(ffn(layernorm2(x)))               # eqs. 18-20
 
-    The mixer is ``create_mixer(mixer, dim, causal=causal, **mixer_options)``, with ``num_heads`` and
-    ``max_len`` passed only when given (``max_len`` is required when ``mixer_info(mixer).needs_max_len``;
-    the models always give it). The registry's
+    A mechanism whose formula has its own residual and normalisation (``mixer_info(mixer).residual``:
+    Average Attention's ``LayerNorm(h~ + x)``, Zhang et al. 2018 §3) replaces the first line whole --
+    ``x = mixer(x, mask)`` -- so that the block has one residual connection, not two.
+
+    The mixer is ``create_mixer(mixer, dim, causal=causal, **mixer_options)``, with ``num_heads`` passed to
+    mechanisms with heads and ``max_len`` when given (``max_len`` is required when
+    ``mixer_info(mixer).needs_max_len``; the models always give it). The registry's
     ``ValueError`` surfaces unchanged for a setting the mechanism cannot honour (e.g. ``causal=True`` for
     a bidirectional-only mixer, ``num_heads > 1`` for one without heads, an unknown option).
     """
@@ -222,21 +255,25 @@ class Block(nn.Module):
             raise ValueError(f"Block: mixer_options must be a dict or None, got {type(mixer_options).__name__}")
         kwargs = _mixer_kwargs(mixer, num_heads, max_len, "Block")
         self.mixer_name = mixer
-        self.ln1 = nn.LayerNorm(dim)
+        self.own_residual = mixer_info(mixer).residual
+        self.ln1 = nn.Identity() if self.own_residual else nn.LayerNorm(dim)
         self.mixer = create_mixer(mixer, dim, causal=causal, **kwargs, **(mixer_options or {}))
+        if getattr(self.mixer, "out_dim", dim) != dim:
+            raise ValueError(f"Block: mixer {mixer!r} outputs width {self.mixer.out_dim}, but the residual needs "
+                             f"dim={dim} (out_proj=False with inner_dim != dim is for RelationNet)")
         self.ln2 = nn.LayerNorm(dim)
         self.ffn = FeedForward(dim, ffn_dim if ffn_dim is not None else 4 * dim, 0.0, activation)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """``x`` (B, N, dim), ``mask`` (B, N) bool or None -> (B, N, dim)."""
-        x = x + self.drop(self.mixer(self.ln1(x), mask))
+        x = self.mixer(x, mask) if self.own_residual else x + self.drop(self.mixer(self.ln1(x), mask))
         return x + self.drop(self.ffn(self.ln2(x)))
 
     def step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """One decoding step of a causal block (no dropout): ``x_t`` (B, dim) -> (B, dim), new state."""
         mixed, state = self.mixer.step(self.ln1(x_t), state)
-        x_t = x_t + mixed
+        x_t = mixed if self.own_residual else x_t + mixed
         return x_t + self.ffn(self.ln2(x_t)), state
 
 
@@ -255,6 +292,11 @@ class SequenceClassifier(nn.Module):
             the real tokens; ``"first"`` takes the first token's output (000 section 3.2.1), zero if it
             is padding.
         pad_id: when given and ``forward`` gets no mask, ``mask = ids != pad_id``.
+        mixer: a registry name, or a layer pattern repeated over ``depth`` (see
+            :mod:`tokenmix.models.patterns`, e.g. ``["linear", "softmax"]``).
+        init_std: when given, every parameter of the model (embeddings, CLS token, every mixer's, FFNs, head)
+            is re-drawn from ``N(0, init_std)``, biases zero, norm gains one (:func:`~tokenmix.ops.init.
+            normal_init_`, Chen 2023 §6's rule); None keeps PyTorch's and each mixer's own defaults.
 
     ``forward(ids, mask=None)``: ``ids`` (B, N) integer with N <= ``max_len``; ``mask`` (B, N) bool,
     True = real token. Returns logits ``(B, num_classes)``. See the module docstring for padding.
@@ -264,7 +306,7 @@ class SequenceClassifier(nn.Module):
         self,
         vocab_size: int,
         num_classes: int,
-        mixer: str,
+        mixer: str | list,
         dim: int,
         depth: int,
         *,
@@ -276,6 +318,7 @@ class SequenceClassifier(nn.Module):
         pooling: str = "cls",
         pad_id: int | None = None,
         mixer_options: dict[str, object] | None = None,
+        init_std: float | None = None,
     ) -> None:
         super().__init__()
         owner = "SequenceClassifier"
@@ -283,6 +326,7 @@ class SequenceClassifier(nn.Module):
                             (depth, "depth"), (max_len, "max_len")):
             _check_positive_int(value, what, owner)
         _check_dropout(dropout, owner)
+        _check_init_std(init_std, owner)
         if pooling not in _POOLINGS:
             raise ValueError(f"{owner}: pooling must be one of {_POOLINGS}, got {pooling!r}")
         if positional not in _POSITIONALS:
@@ -292,7 +336,7 @@ class SequenceClassifier(nn.Module):
             raise ValueError(f"{owner}: pad_id must be an int in [0, {vocab_size}) or None, got {pad_id!r}")
         self.vocab_size = vocab_size
         self.num_classes = num_classes
-        self.mixer_name = mixer
+        self.mixer_names = pattern_names(mixer, owner)
         self.max_len = max_len
         self.pooling = pooling
         self.pad_id = pad_id
@@ -302,13 +346,12 @@ class SequenceClassifier(nn.Module):
             self.cls_token = nn.Parameter(torch.randn(dim))
         self.positions = _Positions(positional, slots, dim, owner)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            Block(dim, mixer, num_heads=num_heads, causal=False, max_len=slots, ffn_dim=ffn_dim,
-                  dropout=dropout, mixer_options=mixer_options)
-            for _ in range(depth)
-        )
+        self.blocks = _blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=False,
+                              max_len=slots, ffn_dim=ffn_dim, dropout=dropout)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
+        if init_std is not None:
+            normal_init_(self, init_std)
 
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """``ids`` (B, N) integer, ``mask`` (B, N) bool or None -> logits (B, num_classes)."""
@@ -324,7 +367,7 @@ class SequenceClassifier(nn.Module):
             if mask is not None:
                 mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
         x = self.drop(self.positions(x))
-        block_mask = _block_mask(mask, self.mixer_name, owner)
+        block_mask = _block_mask(mask, self.mixer_names, owner)
         for block in self.blocks:
             x = block(x, block_mask)
         x = self.norm(x)
@@ -350,17 +393,17 @@ class CausalLM(nn.Module):
     * final layernorm and a linear head with bias (eq. 21). ``forward`` returns the logits, not the
       softmax; ``softmax(logits[:, i])`` is the next-token distribution of eq. 22.
 
-    ``init_std`` (004 section 6 uses 0.01): every ``nn.Linear`` / ``nn.Embedding`` weight in the model,
-    the mixers' included, is drawn from ``N(0, init_std)``, every such bias is zero, and LayerNorm gains
-    are 1 and biases 0. Other parameters a mixer owns keep the mixer's own initialisation. With
-    ``init_std=None`` PyTorch's / the mixer's defaults are kept. ``tie_weights`` shares the head's weight
-    with the token embedding.
+    ``init_std`` (004 section 6 uses 0.01): every parameter of the model, every mixer's whatever its module
+    type included, is drawn from ``N(0, init_std)``, every bias is zero, and LayerNorm gains are 1 and
+    biases 0 (:func:`~tokenmix.ops.init.normal_init_`). With ``init_std=None`` PyTorch's / the mixer's
+    defaults are kept. ``tie_weights`` shares the head's weight with the token embedding. ``mixer`` is a
+    registry name or a layer pattern (:mod:`tokenmix.models.patterns`).
     """
 
     def __init__(
         self,
         vocab_size: int,
-        mixer: str,
+        mixer: str | list,
         dim: int,
         depth: int,
         max_len: int,
@@ -378,21 +421,17 @@ class CausalLM(nn.Module):
         for value, what in ((vocab_size, "vocab_size"), (dim, "dim"), (depth, "depth"), (max_len, "max_len")):
             _check_positive_int(value, what, owner)
         _check_dropout(dropout, owner)
-        if init_std is not None and not (isinstance(init_std, (int, float)) and init_std > 0):
-            raise ValueError(f"{owner}: init_std must be a positive float or None, got {init_std!r}")
+        _check_init_std(init_std, owner)
         self.vocab_size = vocab_size
-        self.mixer_name = mixer
+        self.mixer_names = pattern_names(mixer, owner)
         self.dim = dim
         self.max_len = max_len
         self.scale_embedding = bool(scale_embedding)
         self.token_embedding = nn.Embedding(vocab_size, dim)   # W[emb_tok], eq. 4
         self.position_embedding = nn.Embedding(max_len, dim)   # W[emb_pos], eq. 5
         self.drop = nn.Dropout(dropout)                        # eq. 7
-        self.blocks = nn.ModuleList(
-            Block(dim, mixer, num_heads=num_heads, causal=True, max_len=max_len, ffn_dim=ffn_dim,
-                  dropout=dropout, mixer_options=mixer_options)
-            for _ in range(depth)
-        )
+        self.blocks = _blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=True,
+                              max_len=max_len, ffn_dim=ffn_dim, dropout=dropout)
         self.norm = nn.LayerNorm(dim)                          # eq. 21 layernorm
         self.head = nn.Linear(dim, vocab_size)                 # W[soft], b[soft], eq. 21
         if init_std is not None:
@@ -400,19 +439,9 @@ class CausalLM(nn.Module):
         if tie_weights:
             self.head.weight = self.token_embedding.weight
 
-    @torch.no_grad()
     def reset_parameters(self, std: float) -> None:
-        """Weights of every Linear/Embedding ~ N(0, std), their biases 0; LayerNorm gain 1, bias 0 (004 section 6)."""
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, 0.0, std)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                if module.weight is not None:
-                    nn.init.ones_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        """Every parameter ~ N(0, std), biases 0, LayerNorm gain 1 and bias 0 (004 section 6)."""
+        normal_init_(self, std)
 
     def embed(self, ids: Tensor) -> Tensor:
         """``X[emb_tok] + X[emb_pos]`` (eqs. 4-5), times ``sqrt(dim)`` when ``scale_embedding``; no dropout."""
@@ -431,7 +460,7 @@ class CausalLM(nn.Module):
     @property
     def can_step(self) -> bool:
         """Every layer's mixer decodes incrementally (``mixer_info(name).recurrent``)."""
-        return mixer_info(self.mixer_name).recurrent
+        return all(mixer_info(name).recurrent for name in self.mixer_names)
 
     def generate(
         self,
@@ -464,7 +493,7 @@ class CausalLM(nn.Module):
         if top_p is not None and not 0.0 < top_p <= 1.0:
             raise ValueError(f"{owner}: top_p must be in (0, 1], got {top_p!r}")
         if use_step and not self.can_step:
-            raise ValueError(f"{owner}: mixer {self.mixer_name!r} has no incremental step; use use_step=False")
+            raise ValueError(f"{owner}: mixer(s) {self.mixer_names} lack an incremental step; use use_step=False")
         stepping = self.can_step if use_step is None else use_step
         # inference_mode: no autograd bookkeeping at all (cheaper per token than no_grad); the result is
         # cloned outside it, so that callers may use it in autograd-recorded code
@@ -546,10 +575,18 @@ class RelationNet(nn.Module):
     and every such bias zero ("for all networks", 000 section 3.2.1); other parameters a mixer owns keep its
     own initialisation. ``init="default"`` keeps PyTorch's / the mixer's. ``dropout`` defaults to 000's 0.5.
 
+    ``dim`` is the embedding width ``m`` (000 uses 100, GloVe-initialised; GloVe cannot be fetched offline,
+    so the embeddings here are Glorot-random). ``inner_dim`` is 000's separate mixing depth ``d`` (64, 128 or
+    256): every mixer with an ``inner_dim`` option projects ``m -> d`` (``W_Q, W_K, W_V in R^{m x d}``,
+    eqs. 1-3; ``W_G, W_H``, eqs. 7-8), and, because eqs. 4, 5 and 12 have no output projection and eq. 5 no
+    denominator, gets ``out_proj=False`` and ``normalize=False`` where it has those options; the point-wise
+    layer then reads ``d``-wide vectors (the mixer's ``out_dim``). ``inner_dim=None`` keeps the mixers'
+    own defaults (width ``dim``, output projections on).
+
     000's Baseline is ``RelationNet(..., mixer="mlp")``: the ``"mlp"`` mixer is a point-wise two-layer
     MLP of ``4 dim^2`` parameters at ``bias=False`` (the budget of attention's Q, K, V, output
     projections), so mixer + point-wise layer are the Baseline's three point-wise layers and it sees no
-    context. ``hidden`` (default ``dim``) is the width of the point-wise layer.
+    context. ``hidden`` (default: the mixer's output width) is the width of the point-wise layer.
     """
 
     def __init__(
@@ -565,14 +602,15 @@ class RelationNet(nn.Module):
         mixer_options: dict[str, object] | None = None,
         num_heads: int | None = None,
         init: str = "glorot",
+        inner_dim: int | None = None,
     ) -> None:
         super().__init__()
         owner = "RelationNet"
         for value, what in ((vocab_size, "vocab_size"), (num_classes, "num_classes"), (dim, "dim"),
                             (max_len, "max_len")):
             _check_positive_int(value, what, owner)
-        hidden = dim if hidden is None else hidden
-        _check_positive_int(hidden, "hidden", owner)
+        if inner_dim is not None:
+            _check_positive_int(inner_dim, "inner_dim", owner)
         _check_dropout(dropout, owner)
         if init not in ("glorot", "default"):
             raise ValueError(f"{owner}: init must be 'glorot' or 'default', got {init!r}")
@@ -585,8 +623,12 @@ class RelationNet(nn.Module):
         self.embedding = nn.Embedding(vocab_size, dim)
         self.positions = _Positions("sinusoidal", max_len, dim, owner)
         kwargs = _mixer_kwargs(mixer, num_heads, max_len, owner)
-        self.mixer = create_mixer(mixer, dim, causal=False, **kwargs, **(mixer_options or {}))
-        self.pointwise = nn.Linear(dim, hidden)
+        options = {**_depth_options(mixer, inner_dim), **(mixer_options or {})}
+        self.mixer = create_mixer(mixer, dim, causal=False, **kwargs, **options)
+        width = getattr(self.mixer, "out_dim", dim)
+        hidden = width if hidden is None else hidden
+        _check_positive_int(hidden, "hidden", owner)
+        self.pointwise = nn.Linear(width, hidden)
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, num_classes)
         if init == "glorot":
@@ -611,7 +653,7 @@ class RelationNet(nn.Module):
         if mask is not None:
             mask = _check_mask(mask, ids, owner)
         h = self.positions(self.embedding(ids))
-        h = self.mixer(h, _block_mask(mask, self.mixer_name, owner))
+        h = self.mixer(h, _block_mask(mask, [self.mixer_name], owner))
         first = F.relu(self.pointwise(h[:, 0]))  # the point-wise layer, needed only at the first token
         if mask is not None:
             first = first * mask[:, :1].to(first.dtype)

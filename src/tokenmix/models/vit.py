@@ -12,10 +12,14 @@ model passes to it is decided from :func:`tokenmix.mixer_info` alone:
 * spatial mixers (``spatial=True``, the vision family of seed 002 section 3: Swin, PVT, Twins,
   ScalableViT) get the patch grid ``hw=(Hp, Wp)`` and have no CLS token (it has no place on the grid),
   so they use ``pooling="mean"``.
-* ``mixer_info(mixer).alternate`` (e.g. Swin's shifted windows, SW-MSA in every second layer) is merged
+* ``mixer`` is a name or a layer pattern (:mod:`tokenmix.models.patterns`): ``["twins_lsa", "twins_gsa"]``
+  is Twins' SSSA, ``["scalable_iwsa", "scalable_ssa"]`` ScalableViT's alternation. For a single plain name,
+  ``mixer_info(mixer).alternate`` (e.g. Swin's shifted windows, SW-MSA in every second layer) is merged
   into the mixer options of the blocks with odd index (1, 3, ...).
 * every mixer gets ``max_len`` = the number of tokens it mixes (patches, plus the CLS token if any), which
-  is what the mechanisms flagged ``needs_max_len`` require; ``num_heads`` is passed only when given.
+  is what the mechanisms flagged ``needs_max_len`` require; ``num_heads`` goes to the mixers with heads.
+* ``init_std``: every parameter re-drawn from ``N(0, init_std)``, biases zero, norm gains one, as in the
+  other models (:func:`tokenmix.ops.init.normal_init_`); None keeps the defaults below.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..mixers.base import autocast_enabled
+from ..ops.init import normal_init_
 from ..registry import create_mixer, mixer_info
-from .core import FeedForward, _check_dropout, _check_positive_int
+from .core import FeedForward, _check_dropout, _check_init_std, _check_positive_int
+from .patterns import layer_mixers, pattern_names
 
 __all__ = ["ViT"]
 
@@ -54,6 +60,9 @@ class VisionBlock(nn.Module):
         x = x + dropout(mixer(layernorm1(x), hw=hw))    # hw only for spatial mixers
         x = x + dropout(ffn(layernorm2(x)))
 
+    A mixer with its own residual and norm (``mixer_info(mixer).residual``) replaces the first line whole
+    (``x = mixer(x)``), as in :class:`tokenmix.models.Block`.
+
     ``ffn`` is the :class:`~tokenmix.models.FeedForward` of ViT (GELU, hidden width ``mlp_ratio * dim``).
     ``mixer_kwargs`` go to :func:`tokenmix.create_mixer` unchanged (``causal`` is always False).
     """
@@ -62,7 +71,8 @@ class VisionBlock(nn.Module):
         super().__init__()
         self.mixer_name = mixer
         self.spatial = mixer_info(mixer).spatial
-        self.ln1 = nn.LayerNorm(dim)
+        self.own_residual = mixer_info(mixer).residual
+        self.ln1 = nn.Identity() if self.own_residual else nn.LayerNorm(dim)
         self.mixer = create_mixer(mixer, dim, causal=False, **mixer_kwargs)
         self.ln2 = nn.LayerNorm(dim)
         self.ffn = FeedForward(dim, hidden, 0.0, "gelu")
@@ -72,7 +82,7 @@ class VisionBlock(nn.Module):
         """``x`` (B, N, dim) -> (B, N, dim); ``hw`` is the grid with ``H * W = N`` (spatial mixers only)."""
         h = self.ln1(x)
         h = self.mixer(h, hw=hw) if self.spatial else self.mixer(h)
-        x = x + self.drop(h)
+        x = h if self.own_residual else x + self.drop(h)
         return x + self.drop(self.ffn(self.ln2(x)))
 
 
@@ -86,18 +96,19 @@ class ViT(nn.Module):
         patch_size: ``p`` or ``(ph, pw)``; the patch embedding is ``Conv2d(in_chans, dim, p, stride=p)``.
         in_chans: channels ``C`` of the images.
         num_classes: size of the logits.
-        mixer: registry name of the token mixer; it must be able to run bidirectionally (a causal-only
-            mechanism raises ``ValueError`` naming it).
+        mixer: registry name of the token mixer, or a layer pattern (all spatial or all 1-D); it must be able
+            to run bidirectionally (a causal-only mechanism raises ``ValueError`` naming it).
         dim: model width.
         depth: number of blocks.
-        num_heads: passed to the mixer only when given (mechanisms without heads reject ``!= 1``).
+        num_heads: passed to the mixers that have heads (``MixerInfo.heads``), when given.
         mlp_ratio: hidden width of the FFN is ``round(mlp_ratio * dim)``.
         dropout: after the position embedding and on both residual branches.
         pooling: ``"cls"`` (a learned CLS token is prepended and its output classified) or ``"mean"``
             (the mean of the patch tokens). Default: ``"mean"`` for spatial mixers, which cannot take a
             CLS token (``"cls"`` with one is a ``ValueError``), ``"cls"`` otherwise.
-        mixer_options: mechanism options for every block. The mechanism's ``alternate`` options are
+        mixer_options: mechanism options for every block. A single mechanism's ``alternate`` options are
             applied on top of them in the blocks with odd index (1, 3, ...).
+        init_std: see the module docstring.
 
     ``forward(images)``: ``images`` (B, in_chans, H, W) floating point with ``(H, W) == image_size``
     -> logits (B, num_classes).
@@ -109,7 +120,7 @@ class ViT(nn.Module):
         patch_size: int | tuple[int, int],
         in_chans: int,
         num_classes: int,
-        mixer: str,
+        mixer: str | list,
         dim: int,
         depth: int,
         num_heads: int | None = None,
@@ -118,6 +129,7 @@ class ViT(nn.Module):
         dropout: float = 0.0,
         pooling: str | None = None,
         mixer_options: dict[str, object] | None = None,
+        init_std: float | None = None,
     ) -> None:
         super().__init__()
         owner = "ViT"
@@ -128,21 +140,27 @@ class ViT(nn.Module):
         if num_heads is not None:
             _check_positive_int(num_heads, "num_heads", owner)
         _check_dropout(dropout, owner)
+        _check_init_std(init_std, owner)
         if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
             raise ValueError(f"{owner}: mlp_ratio must be a positive number, got {mlp_ratio!r}")
         hidden = max(1, round(mlp_ratio * dim))
         if mixer_options is not None and not isinstance(mixer_options, dict):
             raise ValueError(f"{owner}: mixer_options must be a dict or None, got {type(mixer_options).__name__}")
 
-        info = mixer_info(mixer)  # ValueError listing the registered names if unknown
-        if not info.bidirectional:
-            raise ValueError(f"{owner}: mixer {mixer!r} is causal only (it cannot run bidirectionally), "
-                             f"so it cannot mix image patches")
+        names = pattern_names(mixer, owner)  # ValueError listing the registered names if unknown
+        for name in names:
+            if not mixer_info(name).bidirectional:
+                raise ValueError(f"{owner}: mixer {name!r} is causal only (it cannot run bidirectionally), "
+                                 f"so it cannot mix image patches")
+        spatial = {mixer_info(name).spatial for name in names}
+        if len(spatial) > 1:
+            raise ValueError(f"{owner}: the pattern {names} mixes spatial and 1-D mixers; use one kind")
+        spatial = spatial.pop()
         if pooling is None:
-            pooling = "mean" if info.spatial else "cls"
+            pooling = "mean" if spatial else "cls"
         if pooling not in _POOLINGS:
             raise ValueError(f"{owner}: pooling must be one of {_POOLINGS}, got {pooling!r}")
-        if info.spatial and pooling == "cls":
+        if spatial and pooling == "cls":
             raise ValueError(f"{owner}: mixer {mixer!r} is spatial: it mixes the patch grid, which has no place "
                              f"for a CLS token; use pooling='mean'")
 
@@ -151,8 +169,8 @@ class ViT(nn.Module):
         self.pad = (-w % pw, -h % ph)  # (right, bottom) zero padding up to a multiple of the patch
         self.in_chans = in_chans
         self.num_classes = num_classes
-        self.mixer_name = mixer
-        self.spatial = info.spatial
+        self.mixer_names = names
+        self.spatial = spatial
         self.pooling = pooling
         num_patches = self.grid[0] * self.grid[1]
         self.num_tokens = num_patches + (1 if pooling == "cls" else 0)
@@ -163,27 +181,25 @@ class ViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, self.num_tokens, dim))
         self.drop = nn.Dropout(dropout)
 
-        common: dict[str, object] = {"max_len": self.num_tokens}
-        if num_heads is not None:
-            common["num_heads"] = num_heads
-        alternate = dict(info.alternate)
         self.blocks = nn.ModuleList()
-        for i in range(depth):
-            options = dict(mixer_options or {})
-            if i % 2 == 1:
-                options.update(alternate)
-            self.blocks.append(VisionBlock(dim, mixer, hidden=hidden, dropout=dropout,
-                                           mixer_kwargs={**common, **options}))
+        for layer in layer_mixers(mixer, depth, mixer_options, owner):
+            heads = mixer_info(layer.name).heads(num_heads)
+            common = {"max_len": self.num_tokens, **({"num_heads": heads} if heads is not None else {})}
+            self.blocks.append(VisionBlock(dim, layer.name, hidden=hidden, dropout=dropout,
+                                           mixer_kwargs={**common, **dict(layer.options)}))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
 
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        if pooling == "cls":
-            nn.init.trunc_normal_(self.cls_token, std=0.02)
+        if init_std is not None:
+            normal_init_(self, init_std)
+        else:
+            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+            if pooling == "cls":
+                nn.init.trunc_normal_(self.cls_token, std=0.02)
 
     def extra_repr(self) -> str:
         return (f"image_size={self.image_size}, patch_size={self.patch_size}, grid={self.grid}, "
-                f"mixer={self.mixer_name!r}, pooling={self.pooling!r}")
+                f"mixer={'/'.join(self.mixer_names)!r}, pooling={self.pooling!r}")
 
     def _check_images(self, images: object) -> Tensor:
         owner = "ViT"

@@ -7,8 +7,10 @@ A task is built by name, ``tokenmix.tasks.create_task(name, preset="quick", seed
   ``(ids, mask, labels)`` for sequence classification, :class:`LMBatch` ``(ids, targets)`` for language
   modelling, :class:`ImageBatch` ``(images, labels)`` for images. The same seed gives the same batches
   in the same order, whatever the model;
-* ``build_model(mixer, dim=, depth=, num_heads=, mixer_options=)``: a ``SequenceClassifier``, ``CausalLM``
-  or ``ViT`` sized for the task (vocabulary, classes, length);
+* ``build_model(mixer, dim=, depth=, num_heads=, mixer_options=, protocol=, init_std=, model_options=)``: a
+  ``SequenceClassifier``, ``CausalLM`` or ``ViT`` sized for the task (vocabulary, classes, length), or a
+  paper's own network (``protocol="paper-000"``: ``RelationNet``; ``"paper-003"``:
+  ``ContextualizerClassifier``; ``"paper-004"``: the ``CausalLM`` of Chen 2023 §6);
 * ``loss(model, batch)`` and ``evaluate(model, split, batch_size)``: the training loss and the metric.
 
 Tasks register with :func:`register_task`; the trainer and ``tokenmix compare`` see only this registry.
@@ -27,9 +29,20 @@ import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = ["TaskInfo", "Task", "Split", "TokenBatch", "LMBatch", "ImageBatch", "register_task", "list_tasks",
-           "task_info", "create_task", "pad_sequences", "to_device"]
+           "task_info", "create_task", "pad_sequences", "to_device", "PROTOCOLS"]
 
 SPLITS = ("train", "val", "test")
+
+# The model protocols build_model knows: the task kinds each applies to, and the model settings it fixes.
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "default": {"kinds": ("classification", "language_model", "image")},
+    # Yamada et al. (2022) §3.2.1: one mixer layer, first token, dropout 0.5, Glorot init (RelationNet)
+    "paper-000": {"kinds": ("classification",)},
+    # Maupomé & Meurs (2021) §3: the Contextualizer classifier, c^(0) ~ U(-1, 1) (Tables 2-3)
+    "paper-003": {"kinds": ("classification",)},
+    # Chen (2023) §6 / Table 1: the pre-LN decoder, N(0, 0.01) init, dropout 0.1
+    "paper-004": {"kinds": ("language_model",)},
+}
 
 
 @dataclass(frozen=True)
@@ -109,6 +122,9 @@ class Task:
     pad_id: int = 0
     max_len: int = 0  # longest sequence (tokens), or the context length for language modelling
     image_shape: tuple[int, int, int] | None = None  # (C, H, W) for image tasks
+    # Model settings a preset implies (e.g. the "lm" task's "paper" preset: init_std 0.01); build_model's
+    # own arguments override them.
+    model_defaults: dict[str, Any] = {}
 
     def _fail(self, message: str, error: type[Exception] = ValueError) -> None:
         raise error(f"task {self.info.name!r}: {message}")
@@ -142,23 +158,63 @@ class Task:
         return ImageBatch(data.images[index], data.labels[index])
 
     # -- models and metrics --------------------------------------------------------------------
-    def build_model(self, mixer: str, *, dim: int = 64, depth: int = 2, num_heads: int | None = None,
-                    mixer_options: dict[str, Any] | None = None) -> nn.Module:
-        """The model this task trains: SequenceClassifier, CausalLM or ViT, sized for the task.
+    def build_model(self, mixer: Any, *, dim: int = 64, depth: int = 2, num_heads: int | None = None,
+                    mixer_options: dict[str, Any] | None = None, protocol: str = "default",
+                    init_std: float | None = None, model_options: dict[str, Any] | None = None) -> nn.Module:
+        """The model this task trains, sized for the task (vocabulary, classes, length).
 
-        Classifiers pool by the mean of the real tokens (a multi-layer encoder; 000's single-layer
-        first-token protocol is :class:`tokenmix.models.RelationNet`)."""
-        from ..models import CausalLM, SequenceClassifier, ViT  # models import no task; avoid a cycle
+        ``mixer`` is a registry name or a layer pattern (:mod:`tokenmix.models.patterns`). ``protocol``:
+
+        * ``"default"``: a ``SequenceClassifier`` pooling the mean of the real tokens, a ``CausalLM``, or a
+          ``ViT`` over 4 x 4 patches (``model_options={"patch_size": ...}`` changes it);
+        * ``"paper-000"`` (classification): Yamada et al. (2022)'s single-layer ``RelationNet`` (first token,
+          dropout 0.5, Glorot); ``depth`` must be 1, ``dim`` is the embedding width m and
+          ``model_options={"inner_dim": d}`` the separate mixing depth d;
+        * ``"paper-003"`` (classification): Maupomé & Meurs (2021)'s ``ContextualizerClassifier``; ``mixer``
+          must be ``"contextualizer"``; c^(0) is random U(-1, 1) as in their Tables 2-3 unless
+          ``mixer_options`` sets ``context``; ``depth`` is unused (must be 1);
+        * ``"paper-004"`` (language modelling): Chen (2023)'s ``CausalLM`` with N(0, 0.01) initialisation
+          and dropout 0.1 (§6, Table 1).
+
+        ``init_std`` (every parameter N(0, init_std), biases zero; :func:`tokenmix.ops.init.normal_init_`)
+        overrides the protocol's and the preset's (``model_defaults``). ``model_options`` are further
+        keyword arguments of the model class (``ffn_dim``, ``dropout``, ``positional``, ``pooling``, ...);
+        one the model does not take raises ``ValueError``."""
+        from ..models import CausalLM, ContextualizerClassifier, RelationNet, SequenceClassifier, ViT
 
         kind = self.info.kind
+        if protocol not in PROTOCOLS:
+            self._fail(f"unknown model protocol {protocol!r}; protocols: {', '.join(PROTOCOLS)}")
+        if kind not in PROTOCOLS[protocol]["kinds"]:
+            self._fail(f"protocol {protocol!r} is for {', '.join(PROTOCOLS[protocol]['kinds'])} tasks; "
+                       f"this task is {kind}")
+        options = {**self.model_defaults, **(model_options or {})}
+        if init_std is not None:
+            options["init_std"] = init_std
+        if protocol in ("paper-000", "paper-003") and depth != 1:
+            self._fail(f"protocol {protocol!r} has a single mixing layer; depth must be 1, got {depth}")
+        if protocol == "paper-000":
+            return _construct(RelationNet, self, options, self.vocab_size, self.num_classes, mixer, dim,
+                              max_len=self.max_len, num_heads=num_heads, mixer_options=mixer_options)
+        if protocol == "paper-003":
+            if mixer != "contextualizer":
+                self._fail(f"protocol 'paper-003' is the Contextualizer's own network; got mixer {mixer!r}")
+            options.setdefault("context", "random")
+            return _construct(ContextualizerClassifier, self, options, self.vocab_size, self.num_classes, dim,
+                              max_len=self.max_len, mixer_options=mixer_options)
         if kind == "classification":
-            return SequenceClassifier(self.vocab_size, self.num_classes, mixer, dim, depth, num_heads=num_heads,
-                                      max_len=self.max_len, pooling="mean", mixer_options=mixer_options)
+            options.setdefault("pooling", "mean")
+            return _construct(SequenceClassifier, self, options, self.vocab_size, self.num_classes, mixer, dim,
+                              depth, num_heads=num_heads, max_len=self.max_len, mixer_options=mixer_options)
         if kind == "language_model":
-            return CausalLM(self.vocab_size, mixer, dim, depth, self.max_len, num_heads=num_heads,
-                            mixer_options=mixer_options)
+            if protocol == "paper-004":
+                options = {"init_std": 0.01, "dropout": 0.1, **options}
+            return _construct(CausalLM, self, options, self.vocab_size, mixer, dim, depth, self.max_len,
+                              num_heads=num_heads, mixer_options=mixer_options)
         c, h, w = self.image_shape
-        return ViT((h, w), 4, c, self.num_classes, mixer, dim, depth, num_heads, mixer_options=mixer_options)
+        options.setdefault("patch_size", 4)
+        return _construct(ViT, self, options, (h, w), in_chans=c, num_classes=self.num_classes, mixer=mixer,
+                          dim=dim, depth=depth, num_heads=num_heads, mixer_options=mixer_options)
 
     def logits(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
         """The model's output on ``batch``, moved to the model's device first."""
@@ -213,6 +269,18 @@ class Task:
                 out[f"{name}_length_min_mean_max"] = (int(lengths.min()), round(float(lengths.mean()), 1),
                                                       int(lengths.max()))
         return out
+
+
+def _construct(cls: type, task: Task, options: dict[str, Any], *args: Any, **kwargs: Any) -> nn.Module:
+    """``cls(*args, **kwargs, **options)``, with an option ``cls`` does not take (or one the task already
+    decides) reported as a ValueError naming it."""
+    params = inspect.signature(cls.__init__).parameters
+    taken = set(kwargs) | set(list(params)[1:len(args) + 1])
+    unknown = sorted(k for k in options if k not in params or k in taken)
+    if unknown:
+        accepted = sorted(p for p in params if p not in taken and p != "self")
+        task._fail(f"{cls.__name__} has no model option(s) {unknown} here; it takes: {', '.join(accepted)}")
+    return cls(*args, **kwargs, **options)
 
 
 _TASKS: dict[str, type[Task]] = {}
