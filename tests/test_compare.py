@@ -1,69 +1,257 @@
-"""tokenmix compare and train from the CLI, on a tiny generated task."""
+"""Experiment files and ``tokenmix compare``: resolution, errors before training, resume, outputs, the CLI."""
 
 from __future__ import annotations
 
 import csv
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
-from tokenmix.cli import main
-from tokenmix.compare import COLUMNS, CompareSettings, compare, skip_reason
-from tokenmix.tasks import create_task
+import tokenmix.compare as compare_module
+from tokenmix.cli import WIDTH, main
+from tokenmix.compare import COLUMNS, compare, plan
+from tokenmix.experiment import DEFAULT_EXPERIMENT, Experiment, load_experiment, parse_overrides, skip_reason, to_toml
 
-TINY = CompareSettings(task="recall", mixers=["mlp", "softmax", "swin"], seeds=[0, 1], dim=16, depth=1,
-                       max_steps=6, eval_every=3, batch_size=16)
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_FILE = ROOT / "experiments" / "listops.toml"
+TINY = ["task.name='recall'", "model.dim=16", "model.depth=1", "train.max_steps=6", "train.eval_every=3",
+        "train.batch_size=16", "seeds=[0, 1]"]
 
 
+def tiny(*sets: str, path: Path | None = DEFAULT_FILE) -> Experiment:
+    return load_experiment(path, [*TINY, *sets])
+
+
+# -- files ----------------------------------------------------------------------------------------------------
+def test_the_default_file_is_the_embedded_default():
+    assert load_experiment(DEFAULT_FILE).to_dict() == load_experiment(None).to_dict()
+    assert load_experiment(None).mixers[0].label == DEFAULT_EXPERIMENT["mixers"][0]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.name)
+def test_every_experiment_file_resolves(path):
+    experiment = load_experiment(path)
+    assert experiment.runs(_kind(experiment))  # every entry can run the task, every key is known
+    again = Experiment.from_dict(tomllib.loads(to_toml(experiment.to_dict())))
+    assert again.to_dict() == experiment.to_dict()  # config.toml round-trips
+
+
+def _kind(experiment: Experiment) -> str:
+    from tokenmix.tasks import task_info
+
+    return task_info(experiment.task["name"]).kind
+
+
+def test_edited_copies_width_depth_and_a_mixer_twice(tmp_path, capsys):
+    text = DEFAULT_FILE.read_text()
+    wider = tmp_path / "wider.toml"
+    wider.write_text(text.replace("dim = 32", "dim = 48").replace("depth = 2", "depth = 4"))
+    twice = tmp_path / "twice.toml"
+    twice.write_text(re.sub(r"^mixers = .*$", "", text, flags=re.MULTILINE) + """
+[[mixers]]
+label = "softmax-1h"
+name = "softmax"
+model = { heads = 1 }
+
+[[mixers]]
+label = "softmax-4h"
+name = "softmax"
+model = { heads = 4 }
+options = { bias = true }
+""")
+    task, planned = plan(load_experiment(wider, ["train.max_steps=4", "seeds=[0]"]))
+    assert {p.spec.model["dim"] for p in planned} == {48} and {p.spec.model["depth"] for p in planned} == {4}
+    default_params = {p.spec.label: p.params for p in plan(load_experiment(DEFAULT_FILE, ["seeds=[0]"]), task)[1]}
+    assert all(p.params > default_params[p.spec.label] for p in planned)
+    _, planned = plan(load_experiment(twice, ["seeds=[0]"]), task)
+    assert [p.spec.label for p in planned] == ["softmax-1h", "softmax-4h", "mlp"]  # the baseline is added
+    one, four = planned[0], planned[1]
+    assert four.params == one.params + 2 * (4 * 32)  # same weights, plus the q/k/v/out biases in 2 layers
+    main(["compare", "--config", str(twice), "--set", "seeds=[0]", "--dry-run"])
+    out = capsys.readouterr().out
+    assert "softmax-1h" in out and "softmax-4h" in out and "bias=True" in out and "heads=4" in out
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (["train.lrr=1"], "unknown key(s) ['lrr'] in [train]"),
+    (["model.bogus=1"], "no model option(s) ['bogus']"),
+    (["train.lr='fast'"], "lr must be a finite float"),
+    (["mixers=['extractor_we']"], "mixer 'extractor_we' (entry 'extractor_we') is causal only"),
+    (["mixers=['pvt']"], "is spatial"),
+    (["mixers=['softmax:no_such=1']"], "has no option(s) ['no_such']"),
+    (["mixers=['softmax', 'softmax']"], "labels must be unique"),
+    (["report.plots=['pie']"], "plots must be a list"),
+    (["seeds=[]"], "seeds must be"),
+    (["train.preset='paper-999'"], "preset 'paper-999' is unknown"),
+    (["task.lenght=3"], "no option(s) ['lenght']"),
+])
+def test_errors_name_the_key_or_mixer_before_any_training(tmp_path, monkeypatch, sets, message):
+    monkeypatch.setattr(compare_module, "run_one", lambda *a, **k: pytest.fail("trained despite the error"))
+    with pytest.raises(ValueError) as error:
+        compare(load_experiment(DEFAULT_FILE, [*TINY, *sets]), tmp_path / "out", isolate=False)
+    assert message in str(error.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_file_with_an_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(DEFAULT_FILE.read_text().replace("[report]", "[report]\ncolour = 'blue'"))
+    with pytest.raises(SystemExit, match=r"unknown key\(s\) \['colour'\] in \[report\]"):
+        main(["compare", "--config", str(bad), "--dry-run"])
+    with pytest.raises(ValueError, match="not valid TOML"):
+        (tmp_path / "broken.toml").write_text("name = ")
+        load_experiment(tmp_path / "broken.toml")
+
+
+def test_overrides_parse_toml_values():
+    assert parse_overrides(["train.lr=1e-3", "seeds=[0,1]", "task.name=listops", "model.init_std=none"]) == [
+        (["train", "lr"], 0.001), (["seeds"], [0, 1]), (["task", "name"], "listops"),
+        (["model", "init_std"], "none")]
+    assert load_experiment(None, ["model.init_std=none"]).model["init_std"] is None
+    with pytest.raises(ValueError, match="key=value"):
+        parse_overrides(["train.lr"])
+
+
+def test_skip_reasons_follow_the_registry():
+    assert skip_reason("softmax", "classification") is None
+    assert "causal only" in skip_reason("extractor_we", "classification")
+    assert "spatial" in skip_reason("pvt", "classification")
+    assert "causally" in skip_reason("efficient", "language_model")
+
+
+# -- running -----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare")
-    return out, compare(TINY, out)
+    experiment = tiny("mixers=['softmax', 'relation']")
+    return out, experiment, compare(experiment, out, isolate=False, progress=False)
 
 
-def test_a_two_mixer_compare_writes_every_output(tiny_run):
-    out, rows = tiny_run
-    for name in ["results.csv", "report.md", "metric_vs_time.png", "metric_vs_epoch_time.png"]:
+def test_a_sweep_writes_every_output(tiny_run):
+    out, experiment, rows = tiny_run
+    for name in ["config.toml", "results.csv", "report.md", "metric_vs_time.png", "metric_vs_epoch_time.png"]:
         assert (out / name).stat().st_size > 0
     with open(out / "results.csv") as f:
         table = list(csv.DictReader(f))
     assert list(table[0]) == COLUMNS
-    trained = [r for r in table if not r["skipped"]]
-    expected = {(m, s) for m in ("mlp", "softmax") for s in ("0", "1")}
-    assert {(r["mixer"], r["seed"]) for r in trained} == expected
-    assert all(r["metric"] == "accuracy" and 0.0 <= float(r["value"]) <= 1.0 for r in trained)
+    assert {(r["label"], r["seed"]) for r in table} == {(m, s) for m in ("softmax", "relation", "mlp")
+                                                         for s in ("0", "1")}
+    assert all(r["metric"] == "accuracy" and 0.0 <= float(r["value"]) <= 1.0 for r in table)
+    assert all(float(r["peak_mem_mb"]) >= 0 and int(r["steps"]) == 6 for r in table)
     report = (out / "report.md").read_text()
-    assert "| mlp |" in report and "| softmax |" in report
+    assert "| softmax |" in report and "| mlp |" in report
+    for label in ("softmax", "relation", "mlp"):
+        for seed in (0, 1):
+            run = out / "runs" / label / f"seed{seed}"
+            assert (run / "result.json").exists() and (run / "log.csv").exists()
+            assert not (run / "checkpoint").exists()  # a finished run keeps its result, not its optimiser state
+    again = load_experiment(out / "config.toml")
+    assert again.to_dict() == experiment.to_dict()  # config.toml re-runs the same experiment
 
 
-def test_skipped_mixers_appear_with_a_reason(tiny_run):
-    out, rows = tiny_run
-    skipped = [r for r in rows if r["skipped"]]
-    assert [r["mixer"] for r in skipped] == ["swin"] and "spatial" in skipped[0]["skipped"]
-    assert "swin: spatial" in (out / "report.md").read_text()
+def test_a_finished_sweep_is_not_trained_again(tiny_run, monkeypatch):
+    out, experiment, rows = tiny_run
+    monkeypatch.setattr(compare_module, "run_one", lambda *a, **k: pytest.fail("a finished run was retrained"))
+    assert compare(experiment, out, isolate=False, progress=False) == rows
 
 
-def test_the_same_seed_gives_identical_metrics(tiny_run, tmp_path):
-    _, rows = tiny_run
-    again = compare(CompareSettings(**{**TINY.__dict__, "mixers": ["softmax"], "seeds": [1]}), tmp_path)
-    first = next(r for r in rows if r["mixer"] == "softmax" and r["seed"] == 1)
-    assert again[0]["value"] == first["value"] and again[0]["best_val"] == first["best_val"]
+def test_a_different_experiment_in_the_same_folder_is_refused(tiny_run):
+    out, experiment, _ = tiny_run
+    with pytest.raises(ValueError, match="different experiment"):
+        compare(tiny("mixers=['softmax']"), out, isolate=False)
 
 
-def test_skip_reasons_follow_the_registry():
-    classification = create_task("recall")
-    assert skip_reason("softmax", classification) is None
-    assert "causal only" in skip_reason("extractor_we", classification)
-    assert "spatial" in skip_reason("pvt", classification)
+def test_resume_a_half_finished_sweep(tiny_run, tmp_path, monkeypatch):
+    _, experiment, rows = tiny_run
+    out = tmp_path / "half"
+    real = compare_module.run_one
+    calls = []
+
+    def killed_after_three(*args, **kwargs):
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        calls.append(args[1:3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compare_module, "run_one", killed_after_three)
+    with pytest.raises(KeyboardInterrupt):
+        compare(experiment, out, isolate=False, progress=False)
+    assert len(list(out.glob("runs/*/*/result.json"))) == 3
+    # a run killed mid-way: it checkpointed at its evaluation at step 3, then died at step 4
+    monkeypatch.setattr(compare_module, "run_one", real)
+    from tokenmix.compare import build_model, make_task
+    from tokenmix.train import train
+
+    task = make_task(experiment)
+    spec = next(r for r in experiment.runs(task.info.kind) if r.label == "mlp" and r.seed == 1)
+    run_dir = out / "runs" / "mlp" / "seed1"
+
+    def die(step, total, metric):
+        if step == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(task, build_model(task, spec), experiment.train_config(spec, out_dir=str(run_dir), progress=False),
+              on_step=die)
+    assert (run_dir / "checkpoint").is_dir() and not (run_dir / "result.json").exists()
+    trained = []
+    monkeypatch.setattr(compare_module, "run_one", lambda *a, **k: (trained.append(a[1:3]), real(*a, **k))[1])
+    resumed = compare(experiment, out, isolate=False, progress=False)
+    assert len(trained) == 3 and ("mlp", 1) in trained  # only the unfinished runs
+    assert [(r["label"], r["seed"], r["value"], r["best_val"]) for r in resumed] == \
+        [(r["label"], r["seed"], r["value"], r["best_val"]) for r in rows]  # bitwise the uninterrupted sweep
+    log = json.loads((run_dir / "result.json").read_text())["history"]
+    assert [h["step"] for h in log] == [3, 6]
 
 
+def test_jobs_run_in_fresh_processes(tmp_path):
+    experiment = tiny("mixers=['relation']", "seeds=[0]", "train.threads=1")
+    rows = compare(experiment, tmp_path, jobs=2, progress=False)
+    assert [r["label"] for r in rows] == ["relation", "mlp"]
+    inline = compare(experiment, tmp_path / "inline", isolate=False, progress=False)
+    assert [r["value"] for r in rows] == [r["value"] for r in inline]  # same result in or out of process
+
+
+def test_without_matplotlib_the_sweep_still_finishes(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ModuleNotFoundError
+    rows = compare(tiny("mixers=['relation']", "seeds=[0]"), tmp_path, isolate=False, progress=False)
+    assert rows and (tmp_path / "results.csv").exists() and not (tmp_path / "metric_vs_time.png").exists()
+    assert "pip install 'tokenmix[plot]'" in (tmp_path / "report.md").read_text()
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------
 def test_cli_train_and_compare(tmp_path, capsys):
     main(["train", "--task", "recall", "--mixer", "linear", "--max-steps", "4", "--dim", "16", "--depth", "1",
           "--batch-size", "16", "--eval-every", "2", "--out", str(tmp_path / "train")])
     assert "best val accuracy" in capsys.readouterr().out
     assert (tmp_path / "train" / "log.jsonl").exists()
-    main(["compare", "--task", "recall", "--mixers", "mlp,relation", "--seeds", "0", "--max-steps", "4",
-          "--out", str(tmp_path / "cmp")])
-    assert "| relation |" in capsys.readouterr().out
     main(["compare", "--task", "recall", "--mixers", "relation", "--seeds", "0", "--max-steps", "2",
-          "--out", str(tmp_path / "baseline")])
-    assert "| mlp |" in capsys.readouterr().out  # the baseline is always on the leaderboard
+          "--dim", "16", "--depth", "1", "--out", str(tmp_path / "cmp")])
+    out = capsys.readouterr().out
+    assert "| relation |" in out and "| mlp |" in out  # the baseline is always on the leaderboard
+    config = tomllib.loads((tmp_path / "cmp" / "config.toml").read_text())
+    assert config["train"]["max_steps"] == 2 and config["train"]["eval_every"] == 2
+
+
+def test_every_cli_option_has_help():
+    import argparse
+
+    from tokenmix.cli import build_parser
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subparsers.choices) >= {"list", "demo", "train", "compare", "speed", "count"}
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"tokenmix {name} {action.option_strings} has no help"
+
+
+def test_list_fits_120_columns(capsys):
+    main(["list"])
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= WIDTH
+    main(["list", "--wide"])
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) > WIDTH

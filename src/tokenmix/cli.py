@@ -12,59 +12,106 @@ from .ops.spatial import square_grid
 from .registry import create_mixer, list_mixers, mixer_info
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help text that shows each option's default."""
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tokenmix`` argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="tokenmix", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="the registered mixers and tasks, and what they can do")
+    ls = sub.add_parser("list", help="the registered mixers and tasks, and what they can do")
+    ls.add_argument("--wide", action="store_true", help="print each paper citation whole (default: cut to fit "
+                    "120 columns)")
     demo = sub.add_parser("demo", help="build every mixer and run a forward/backward pass on random data")
-    demo.add_argument("--dim", type=int, default=64)
-    demo.add_argument("--heads", type=int, default=4)
-    demo.add_argument("--length", type=int, default=512)
-    demo.add_argument("--batch", type=int, default=2)
-    demo.add_argument("--repeats", type=int, default=3)
-    demo.add_argument("--seed", type=int, default=0)
-    tr = sub.add_parser("train", help="train one mixer on one task")
-    tr.add_argument("--task", required=True)
-    tr.add_argument("--mixer", required=True)
-    tr.add_argument("--seed", type=int, default=0)
-    length = tr.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=int)
-    length.add_argument("--max-steps", type=int)
-    tr.add_argument("--out")
-    tr.add_argument("--resume", action="store_true")
-    tr.add_argument("--preset", default="quick", choices=["quick", "paper"])
-    tr.add_argument("--dim", type=int, default=32)
-    tr.add_argument("--depth", type=int, default=2)
-    tr.add_argument("--heads", type=int, default=2)
-    tr.add_argument("--batch-size", type=int, default=32)
-    tr.add_argument("--lr", type=float, default=3e-3)
-    tr.add_argument("--eval-every", type=int)
-    cp = sub.add_parser("compare", help="train mixers side by side and write a leaderboard "
-                        "(no arguments: the embedded default, a few minutes on 2 CPU cores)")
-    cp.add_argument("--task")
-    cp.add_argument("--mixers", help="comma-separated names, or 'all'")
-    cp.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2")
-    cp.add_argument("--out", default="runs/compare")
-    cp.add_argument("--preset", choices=["quick", "paper"])
-    cp.add_argument("--max-steps", type=int)
+    demo.add_argument("--dim", type=int, default=64, help="model width")
+    demo.add_argument("--heads", type=int, default=4, help="heads of the multi-head mixers")
+    demo.add_argument("--length", type=int, default=512, help="sequence length N (spatial mixers: the most "
+                      "square grid of N cells)")
+    demo.add_argument("--batch", type=int, default=2, help="inputs per pass (the last one half padded)")
+    demo.add_argument("--repeats", type=int, default=3, help="timed passes after one warm-up; the median is shown")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
+    _add_train_parser(sub)
+    _add_compare_parser(sub)
     _add_speed_parser(sub)
     _add_count_parser(sub)
-    return parser.parse_args(argv)
+    return parser
+
+
+def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+    tr = sub.add_parser("train", help="train one mixer on one task", formatter_class=_Formatter)
+    tr.add_argument("--task", required=True, help="task name (tokenmix list shows them)")
+    tr.add_argument("--mixer", required=True, help="mixer name, or a layer pattern 'a,b' (e.g. twins_lsa,twins_gsa)")
+    tr.add_argument("--seed", type=int, default=0, help="seed of the weights, dropout and batch order")
+    length = tr.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=int, help="training length in epochs")
+    length.add_argument("--max-steps", type=int, help="training length in optimiser steps")
+    tr.add_argument("--out", help="folder for the checkpoint, logs and best weights")
+    tr.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    tr.add_argument("--preset", default="quick", help="the task's data preset (quick or paper)")
+    tr.add_argument("--protocol", default="default", help="model protocol: default, paper-000, paper-003 or "
+                    "paper-004 (a paper's own network)")
+    tr.add_argument("--train-preset", default="quick", help="training preset: quick, paper-000, paper-003 or "
+                    "paper-004 (a paper's optimiser, lr, schedule, batch)")
+    tr.add_argument("--dim", type=int, default=32, help="model width")
+    tr.add_argument("--depth", type=int, default=2, help="layers")
+    tr.add_argument("--heads", type=int, default=2, help="heads of the mixers that have heads")
+    tr.add_argument("--batch-size", type=int, help="batch size (default: the training preset's)")
+    tr.add_argument("--lr", type=float, help="learning rate (default: the training preset's)")
+    tr.add_argument("--eval-every", type=int, help="steps between evaluations (default: once per epoch)")
+
+
+def _add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    cp = sub.add_parser("compare", formatter_class=_Formatter,
+                        help="run an experiment: train mixers side by side and write a leaderboard (no "
+                        "--config: the embedded default, experiments/listops.toml)")
+    cp.add_argument("--config", help="experiment file (TOML, see experiments/); default: the embedded default")
+    cp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a setting of the file, dotted key and TOML value, e.g. train.lr=1e-3 or "
+                    "seeds=[0,1,2] (repeatable)")
+    cp.add_argument("--task", help="task name (sets task.name)")
+    cp.add_argument("--preset", help="the task's data preset (sets task.preset)")
+    cp.add_argument("--mixers", help="comma-separated mixer names, or 'all' that can run the task (sets mixers)")
+    cp.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (sets seeds)")
+    cp.add_argument("--dim", type=int, help="model width (sets model.dim)")
+    cp.add_argument("--depth", type=int, help="layers (sets model.depth)")
+    cp.add_argument("--heads", type=int, help="heads of the mixers that have heads (sets model.heads)")
+    cp.add_argument("--max-steps", type=int, help="optimiser steps per run (sets train.max_steps)")
+    cp.add_argument("--batch-size", type=int, help="batch size (sets train.batch_size)")
+    cp.add_argument("--lr", type=float, help="learning rate (sets train.lr)")
+    cp.add_argument("--eval-every", type=int, help="steps between evaluations (sets train.eval_every)")
+    cp.add_argument("--out", help="output folder (default: runs/<experiment name>); a finished run in it is not "
+                    "trained again, an interrupted one resumes")
+    cp.add_argument("--jobs", type=int, default=1, help="runs trained at once, each in its own process with its "
+                    "share of the cores (on 2 cores: --jobs 2 with one thread each)")
+    cp.add_argument("--dry-run", action="store_true", help="print the resolved runs (label x seed, parameters, "
+                    "steps) and train nothing")
 
 
 def _add_count_parser(sub: argparse._SubParsersAction) -> None:
     cn = sub.add_parser("count", help="trainable parameters and multiplications/additions/divisions/exponentiations "
                         "per mixer, for training over l tokens and one inference step at t (004 Tables 3-7), "
-                        "cross-checked with torch's FlopCounterMode")
-    cn.add_argument("--mixers", default="all", help="comma-separated names, or 'all' (default)")
-    cn.add_argument("--dim", type=int, default=128, help="model width d (default 128, as 004 Table 7)")
-    cn.add_argument("--max-len", type=int, default=128, help="max_len the mixers are built with: the Extractors' "
+                        "cross-checked with torch's FlopCounterMode; --mode paper-000 for Yamada et al. (2022) "
+                        "§4.2's counts")
+    cn.add_argument("--mixers", help="comma-separated names, or 'all' (default)")
+    cn.add_argument("--dim", type=int, default=128, help="model width d (default 128, as 004 Table 7); with "
+                    "--mode paper-000 the embedding width m")
+    cn.add_argument("--max-len", type=int, help="max_len the mixers are built with: the Extractors' "
                     "taps l (default 128, as 004 Table 7)")
-    cn.add_argument("--heads", type=int, default=1, help="heads of the multi-head mixers (default 1)")
-    cn.add_argument("--length", type=int, help="sequence length l counted (default: max-len)")
+    cn.add_argument("--heads", type=int, help="heads of the multi-head mixers (default 1)")
+    cn.add_argument("--length", type=int, help="sequence length l counted (default: max-len; 128 with "
+                    "--mode paper-000)")
     cn.add_argument("--step-t", type=int, help="length t of the counted inference step (default: the length)")
-    cn.add_argument("--mode", default="auto", choices=["auto", "causal", "bidir"],
-                    help="auto (default): causal where the mixer can be (004's language-model setting)")
+    cn.add_argument("--mode", default="auto", choices=["auto", "causal", "bidir", "paper-000"],
+                    help="auto (default): causal where the mixer can be (004's language-model setting); "
+                    "paper-000: softmax, linear and relation as Yamada et al. (2022) §3.1 build them (one head "
+                    "of depth --inner-dim over --dim-wide tokens, no output projection, no biases, linear "
+                    "without its denominator), bidirectional, beside the paper's §4.2 multiplication counts")
+    cn.add_argument("--inner-dim", type=int, help="--mode paper-000 only: the depth d (default: --dim)")
     cn.add_argument("--no-flops", action="store_true", help="skip the FlopCounterMode cross-check")
     cn.add_argument("--csv", help="also write the table to this CSV file")
 
@@ -85,8 +132,9 @@ def _add_speed_parser(sub: argparse._SubParsersAction) -> None:
                     help="fwd: forward under no_grad; fwdbwd: forward + backward; both (default)")
     sp.add_argument("--value-range", default="2",
                     help="r of the inputs, uniform in [-r, r]; comma-separated for a sweep (default 2)")
-    sp.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    sp.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the mixers run (default cpu)")
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="dtype of the mixers and inputs (default float32)")
     sp.add_argument("--repeats", type=int, default=5, help="timed passes, median reported (default 5)")
     sp.add_argument("--warmup", type=int, default=1, help="untimed passes after the cold memory pass (default 1)")
     sp.add_argument("--case-timeout", type=float, default=120.0,
@@ -96,7 +144,7 @@ def _add_speed_parser(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--mem-limit-mb", type=float,
                     help="isolated CPU cases: address space a case may add after torch is imported (RLIMIT_AS)")
     sp.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--seed", type=int, default=0, help="seed of the weights and inputs (default 0)")
     sp.add_argument("--window", type=int, help="max_len (taps) of sliding-window mixers such as the Extractors "
                     "(default: each case's length)")
     sp.add_argument("--out", default="runs/speed", help="output folder (default runs/speed)")
@@ -111,19 +159,36 @@ def _print_table(headers: list[str], rows: list[list[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
 
 
-def cmd_list() -> None:
+def cmd_list(args: argparse.Namespace) -> None:
+    """Mixers and tasks; the paper column is cut to fit 120 columns unless ``--wide``."""
     rows = []
     for name in list_mixers():
         info = mixer_info(name)
         modes = "/".join(m for m, ok in (("bidir", info.bidirectional), ("causal", info.causal)) if ok)
         rows.append([name, info.complexity, modes, "yes" if info.padding else "no",
                      "yes" if info.spatial else "no", info.paper])
-    _print_table(["mixer", "complexity", "modes", "padding", "spatial", "paper"], rows)
+    headers = ["mixer", "complexity", "modes", "padding", "spatial", "paper"]
+    _print_table(headers, rows if args.wide else _fit(headers, rows, WIDTH))
     from .tasks import list_tasks, task_info  # tasks import optional data packages lazily
 
     print()
-    _print_table(["task", "kind", "metric", "source"],
-                 [[n, task_info(n).kind, task_info(n).metric, task_info(n).source] for n in list_tasks()])
+    headers = ["task", "kind", "metric", "source"]
+    rows = [[n, task_info(n).kind, task_info(n).metric, task_info(n).source] for n in list_tasks()]
+    _print_table(headers, rows if args.wide else _fit(headers, rows, WIDTH))
+
+
+WIDTH = 120  # columns of `tokenmix list` without --wide
+
+
+def _fit(headers: list[str], rows: list[list[str]], width: int) -> list[list[str]]:
+    """Cut the widest columns (ending the cut cells with an ellipsis) until each line fits ``width``."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        widest = max(range(len(widths)), key=lambda i: widths[i])
+        if widths[widest] <= 12:
+            break
+        widths[widest] -= 1
+    return [[c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(r, widths)] for r in rows]
 
 
 def _time_fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, repeats: int) -> tuple[float, bool]:
@@ -166,43 +231,67 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from .registry import mixer_info as info_of
     from .tasks import create_task
     from .train import TrainConfig, train
 
-    task = create_task(args.task, preset=args.preset, seed=0)
-    torch.manual_seed(args.seed)
-    heads = args.heads if info_of(args.mixer).multihead else None
-    model = task.build_model(args.mixer, dim=args.dim, depth=args.depth, num_heads=heads)
-    config = TrainConfig(max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                         eval_every=args.eval_every, seed=args.seed, out_dir=args.out, resume=args.resume)
-    result = train(task, model, config)
+    mixer = args.mixer.split(",") if "," in args.mixer else args.mixer
+    given = {k: v for k, v in (("batch_size", args.batch_size), ("lr", args.lr)) if v is not None}
+    try:
+        task = create_task(args.task, preset=args.preset, seed=0)
+        torch.manual_seed(args.seed)
+        model = task.build_model(mixer, dim=args.dim, depth=args.depth, num_heads=args.heads, protocol=args.protocol)
+        config = TrainConfig.preset(args.train_preset, max_steps=args.max_steps, epochs=args.epochs,
+                                    eval_every=args.eval_every, seed=args.seed, out_dir=args.out,
+                                    resume=args.resume, **given)
+        result = train(task, model, config)
+    except ValueError as error:
+        raise SystemExit(f"tokenmix train: {error}") from None
     print(f"{args.task} / {args.mixer} / seed {args.seed}: best val {result.metric_name} {result.best_metric:.4f} "
           f"at epoch {result.best_epoch:.2f}; test {result.test_metric}; {result.time_per_epoch_s:.2f} s/epoch; "
           f"{result.tokens_per_s:.0f} tokens/s")
 
 
-def cmd_compare(args: argparse.Namespace) -> None:
-    from dataclasses import replace
-
-    from .compare import DEFAULT, PRESETS, compare
-
-    settings = DEFAULT
-    if args.task:
-        settings = replace(settings, task=args.task)
-    if args.preset:
-        settings = replace(settings, preset=args.preset, **PRESETS[args.preset])
-    if args.mixers:
-        names = list_mixers() if args.mixers == "all" else args.mixers.split(",")
-        settings = replace(settings, mixers=[n for n in names if not n.startswith("_")])
+def compare_overrides(args: argparse.Namespace) -> list[str]:
+    """The ``--set`` overrides the quick flags of ``tokenmix compare`` stand for, then the explicit ones."""
+    sets = []
+    for flag, key in (("task", "task.name"), ("preset", "task.preset"), ("dim", "model.dim"),
+                      ("depth", "model.depth"), ("heads", "model.heads"), ("max_steps", "train.max_steps"),
+                      ("batch_size", "train.batch_size"), ("lr", "train.lr"), ("eval_every", "train.eval_every")):
+        value = getattr(args, flag)
+        if value is not None:
+            sets.append(f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
     if args.seeds:
-        settings = replace(settings, seeds=[int(s) for s in args.seeds.split(",")])
-    if args.max_steps:
-        settings = replace(settings, max_steps=args.max_steps, eval_every=min(settings.eval_every, args.max_steps))
-    compare(settings, args.out)
-    print(f"\nwrote {args.out}/results.csv, report.md, metric_vs_time.png, metric_vs_epoch_time.png\n")
-    with open(f"{args.out}/report.md") as report:
-        print(report.read())
+        sets.append(f"seeds=[{args.seeds}]")
+    return sets + list(args.overrides)
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from .compare import compare
+    from .experiment import load_experiment, skip_reason
+    from .tasks import task_info
+
+    try:
+        sets = compare_overrides(args)
+        experiment = load_experiment(args.config, sets)
+        extra = []
+        if args.max_steps is not None and (experiment.train.get("eval_every") or 0) > args.max_steps:
+            extra.append(f"train.eval_every={args.max_steps}")  # a shorter run still gets evaluated
+        if args.mixers:
+            names = args.mixers.split(",")
+            if args.mixers == "all":
+                kind = task_info(experiment.task["name"]).kind
+                names = [n for n in list_mixers() if skip_reason(n, kind) is None]
+            extra.append("mixers=[" + ",".join(f'"{n}"' for n in names) + "]")
+        if extra:
+            experiment = load_experiment(args.config, sets + extra)
+        out = args.out or f"runs/{experiment.name}"
+        rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run)
+    except ValueError as error:
+        raise SystemExit(f"tokenmix compare: {error}") from None
+    if rows:
+        print(f"\nwrote {out}/config.toml, results.csv, report.md and the plots\n")
+        with open(f"{out}/report.md") as report:
+            print(report.read())
 
 
 def _comma_list(text: str, kind: type, option: str) -> list:
@@ -218,7 +307,7 @@ def cmd_speed(args: argparse.Namespace) -> None:
     names = list_mixers() if args.mixers == "all" else [n.strip() for n in args.mixers.split(",") if n.strip()]
     try:
         settings = SpeedSettings(
-            mixers=[n for n in names if not (args.mixers == "all" and n.startswith("_"))],
+            mixers=names,
             lengths=_comma_list(args.lengths, int, "--lengths"), dim=args.dim, heads=args.heads, batch=args.batch,
             causal=args.causal, passes=["fwd", "fwdbwd"] if args.passes == "both" else [args.passes],
             value_ranges=_comma_list(args.value_range, float, "--value-range"), device=args.device,
@@ -234,27 +323,51 @@ def cmd_speed(args: argparse.Namespace) -> None:
 
 
 def cmd_count(args: argparse.Namespace) -> None:
-    from .counting import count_table, format_counts, write_counts_csv
+    from .counting import count_paper_000, count_table, format_counts, format_paper_000, write_counts_csv
 
-    names = list_mixers() if args.mixers == "all" else [n.strip() for n in args.mixers.split(",") if n.strip()]
-    if args.mixers == "all":
-        names = [n for n in names if not n.startswith("_")]
-    causal = {"auto": None, "causal": True, "bidir": False}[args.mode]
-    skipped = []
-    try:
-        if causal is not None:
-            can = [n for n in names if (mixer_info(n).causal if causal else mixer_info(n).bidirectional)]
-            skipped = [n for n in names if n not in can]
-            names = can
-        results = count_table(names, dim=args.dim, max_len=args.max_len, heads=args.heads, length=args.length,
-                              step_t=args.step_t, causal=causal, measure_flops=not args.no_flops)
-    except ValueError as error:
-        raise SystemExit(f"tokenmix count: {error}") from None
-    print(f"tokenmix count: d={args.dim}, max_len={args.max_len}, heads={args.heads} (multi-head mixers), "
-          f"l={args.length or args.max_len}; one sequence, forward pass; step = one new token at t\n")
-    print(format_counts(results))
-    if skipped:
-        print(f"\nskipped (no {args.mode} mode): {', '.join(skipped)}")
+    if args.mode == "paper-000":
+        given = [flag for flag, value in (("--mixers", args.mixers), ("--max-len", args.max_len),
+                                          ("--heads", args.heads), ("--step-t", args.step_t)) if value is not None]
+        if given:
+            raise SystemExit(f"tokenmix count: {', '.join(given)} do(es) not apply to --mode paper-000 (softmax, "
+                             "linear and relation, one head, bidirectional, no max_len)")
+        inner_dim = args.dim if args.inner_dim is None else args.inner_dim
+        length = 128 if args.length is None else args.length
+        try:
+            results = count_paper_000(dim=args.dim, inner_dim=inner_dim, length=length,
+                                      measure_flops=not args.no_flops)
+        except ValueError as error:
+            raise SystemExit(f"tokenmix count: {error}") from None
+        print(f"tokenmix count --mode paper-000: Yamada et al. (2022) §3.1, one head, m={args.dim}, d={inner_dim}, "
+              f"N={length}, bidirectional, no output projection, no biases, linear without its denominator "
+              "(eq. 5); one sequence, forward pass\n")
+        print(format_counts(results))
+        print("\n" + format_paper_000(results, inner_dim))
+    else:
+        if args.inner_dim is not None:
+            raise SystemExit("tokenmix count: --inner-dim is for --mode paper-000")
+        mixers = args.mixers or "all"
+        max_len = 128 if args.max_len is None else args.max_len
+        heads = 1 if args.heads is None else args.heads
+        names = list_mixers() if mixers == "all" else [n.strip() for n in mixers.split(",") if n.strip()]
+        if mixers == "all":
+            names = [n for n in names if not n.startswith("_")]
+        causal = {"auto": None, "causal": True, "bidir": False}[args.mode]
+        skipped = []
+        try:
+            if causal is not None:
+                can = [n for n in names if (mixer_info(n).causal if causal else mixer_info(n).bidirectional)]
+                skipped = [n for n in names if n not in can]
+                names = can
+            results = count_table(names, dim=args.dim, max_len=max_len, heads=heads, length=args.length,
+                                  step_t=args.step_t, causal=causal, measure_flops=not args.no_flops)
+        except ValueError as error:
+            raise SystemExit(f"tokenmix count: {error}") from None
+        print(f"tokenmix count: d={args.dim}, max_len={max_len}, heads={heads} (multi-head mixers), "
+              f"l={args.length or max_len}; one sequence, forward pass; step = one new token at t\n")
+        print(format_counts(results))
+        if skipped:
+            print(f"\nskipped (no {args.mode} mode): {', '.join(skipped)}")
     if args.csv:
         write_counts_csv(results, args.csv)
         print(f"\nwrote {args.csv}")
@@ -262,7 +375,7 @@ def cmd_count(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    commands = {"list": lambda a: cmd_list(), "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare,
+    commands = {"list": cmd_list, "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare,
                 "speed": cmd_speed, "count": cmd_count}
     commands[args.command](args)
     return 0

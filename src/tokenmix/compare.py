@@ -1,187 +1,398 @@
-"""``tokenmix compare``: train mixers side by side on one task and write an honest leaderboard.
+"""``tokenmix compare``: run an experiment (:mod:`tokenmix.experiment`) and write an honest leaderboard.
 
-Every mixer x seed is trained by :func:`tokenmix.train.train` on the same task (same data, same batches in
-the same order for a given seed). Outputs in ``out_dir``:
+Every mixer entry x seed is trained by :func:`tokenmix.train.train` on the same task (same data, same batches
+in the same order for a given seed), each in a fresh process (so its peak memory is its own), ``jobs`` at a
+time. Before anything trains, every run's model is built once: unknown keys, wrong values and mixers that
+cannot run the task fail then. Outputs in ``out_dir``:
 
-* ``results.csv``: one row per mixer x seed (task, mixer, seed, params, metric, value (the test metric of
-  the best-validation weights), best validation value, best epoch, time per epoch, time to target,
-  tokens per second, peak memory), plus one row per skipped mixer with the reason;
-* ``report.md``: the leaderboard, mean ± sd over seeds, sorted, with the skipped mixers listed;
-* ``metric_vs_time.png`` (validation metric against training wall time, per mixer) and
-  ``metric_vs_epoch_time.png`` (final metric against time per epoch).
+* ``config.toml``: the resolved experiment; the same command (or ``--config out_dir/config.toml``) re-runs it;
+* ``runs/<label>/seed<k>/``: each run's logs and best weights, and ``result.json`` once it has finished. A run
+  with a ``result.json`` is not trained again; one with a checkpoint resumes from it, so a killed sweep
+  continues where it stopped when the same command is run again;
+* ``results.csv``: one row per run; ``report.md``: the leaderboard, mean ± sd over seeds;
+* ``metric_vs_time.png`` and ``metric_vs_epoch_time.png`` (with the ``plot`` extra; skipped with a note
+  otherwise).
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import multiprocessing
+import os
+import queue
+import shutil
 import statistics
-from dataclasses import dataclass
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
-from .registry import list_mixers, mixer_info
-from .tasks import Task, create_task
-from .train import TrainConfig, TrainResult, train
+from .experiment import Experiment, RunSpec, to_toml
+from .tasks import Task, create_task, task_info
+from .train import train
 
-__all__ = ["CompareSettings", "DEFAULT", "PRESETS", "skip_reason", "compare", "write_report"]
+__all__ = ["compare", "plan", "PlannedRun", "COLUMNS", "write_report", "build_model"]
 
-BASELINE = "mlp"  # the pointwise, no-context mechanism of 000 §3.2.1
-COLUMNS = ["task", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch", "time_per_epoch_s",
-           "time_to_target_s", "tokens_per_s", "peak_mem_mb", "skipped"]
-
-
-@dataclass
-class CompareSettings:
-    """What one comparison trains: the task, its preset, and the model and training sizes."""
-
-    task: str
-    mixers: list[str]
-    seeds: list[int]
-    preset: str = "quick"
-    dim: int = 32
-    depth: int = 2
-    heads: int = 2
-    max_steps: int = 1500
-    batch_size: int = 32
-    lr: float = 3e-3
-    eval_every: int = 250
-    target: float | None = None
-    target_k: int = 1
+COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
+           "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb"]
+RESULT_FILE = "result.json"
+CONFIG_FILE = "config.toml"
 
 
-# The main job: generated data only (nothing to download), a few minutes on 2 CPU cores, a task where
-# context matters, so the pointwise "mlp" baseline should trail the mechanisms that mix tokens.
-DEFAULT = CompareSettings(task="listops", mixers=["mlp", "softmax", "linear", "relation", "average", "cosformer"],
-                          seeds=[0, 1])
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run with what planning learned about it: its parameter count and its planned optimiser steps."""
 
-PRESETS = {"quick": {}, "paper": {"dim": 128, "depth": 4, "heads": 4, "max_steps": 20000, "eval_every": 1000}}
-
-
-def skip_reason(mixer: str, task: Task) -> str | None:
-    """Why ``mixer`` cannot run ``task`` (None when it can)."""
-    info = mixer_info(mixer)
-    kind = task.info.kind
-    if kind == "language_model" and not info.causal:
-        return "cannot run causally, which language modelling needs"
-    if kind != "language_model" and not info.bidirectional:
-        return "causal only; this task needs a bidirectional mixer"
-    if info.spatial and kind != "image":
-        return "spatial (needs a 2-D grid); this task is a 1-D sequence"
-    return None
+    spec: RunSpec
+    params: int
+    total_steps: int
 
 
-def _row(settings: CompareSettings, mixer: str, seed: int, result: TrainResult | None, reason: str | None) -> dict:
-    row = dict.fromkeys(COLUMNS, "")
-    row.update(task=settings.task, mixer=mixer, seed=seed, skipped=reason or "")
-    if result is None:
-        return row
-    value = result.test_metric if result.test_metric is not None else result.best_metric
-    row.update(params=result.params, metric=result.metric_name, value=round(value, 6),
-               best_val=round(result.best_metric, 6), best_epoch=round(result.best_epoch, 3),
-               time_per_epoch_s=round(result.time_per_epoch_s, 4),
-               time_to_target_s="" if result.time_to_target_s is None else round(result.time_to_target_s, 3),
-               tokens_per_s=round(result.tokens_per_s, 1), peak_mem_mb=round(result.peak_mem_mb, 1))
-    return row
+def make_task(experiment: Experiment) -> Task:
+    """The experiment's task (``[task]``: its name and options; data seed 0 unless the file sets one)."""
+    options = {k: v for k, v in experiment.task.items() if k != "name"}
+    options.setdefault("seed", 0)
+    return create_task(experiment.task["name"], **options)
 
 
-def compare(settings: CompareSettings, out_dir: str | Path, *, progress: bool | None = None) -> list[dict]:
-    """Train every mixer x seed of ``settings``, plus the "mlp" baseline when it is not among them (the
-    leaderboard always shows what no context achieves); write the outputs into ``out_dir``; return the rows."""
+def build_model(task: Task, run: RunSpec) -> torch.nn.Module:
+    """The model of ``run`` (seeded by ``run.seed``), through :meth:`Task.build_model`."""
+    model = dict(run.model)
+    core = {k: model.pop(k, None) for k in ("protocol", "dim", "depth", "heads", "init_std")}
+    torch.manual_seed(run.seed)
+    return task.build_model(run.mixer, dim=core["dim"], depth=core["depth"], num_heads=core["heads"],
+                            mixer_options=run.mixer_options or None, protocol=core["protocol"] or "default",
+                            init_std=core["init_std"], model_options=model or None)
+
+
+def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[PlannedRun]]:
+    """Every run, with its model built once (so a bad option fails here) and its planned steps."""
+    task = task or make_task(experiment)
+    metric = experiment.report.get("metric")
+    if metric is not None and metric != task.info.metric:
+        raise ValueError(f"experiment: [report] metric {metric!r}, but task {task.info.name!r} reports "
+                         f"{task.info.metric!r}")
+    planned = []
+    for run in experiment.runs(task.info.kind):
+        try:
+            model = build_model(task, run)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"experiment: mixer entry {run.label!r}: {error}") from None
+        config = experiment.train_config(run)
+        steps_per_epoch = len(task.splits["train"]) // config.batch_size
+        if steps_per_epoch == 0:
+            raise ValueError(f"experiment: batch_size {config.batch_size} exceeds the {len(task.splits['train'])} "
+                             f"training examples")
+        total = config.max_steps if config.max_steps is not None else (config.epochs or 1) * steps_per_epoch
+        planned.append(PlannedRun(run, sum(p.numel() for p in model.parameters()), total))
+    return task, planned
+
+
+def _run_dir(out: Path, run: RunSpec) -> Path:
+    return out / "runs" / run.label / f"seed{run.seed}"
+
+
+def _row(experiment: Experiment, run: RunSpec, result: dict[str, Any]) -> dict[str, Any]:
+    value = result["test_metric"] if result["test_metric"] is not None else result["best_metric"]
+    history = result["history"]
+    return {"experiment": experiment.name, "task": experiment.task["name"], "label": run.label,
+            "mixer": run.mixer if isinstance(run.mixer, str) else "+".join(run.mixer), "seed": run.seed,
+            "params": result["params"], "metric": result["metric_name"], "value": round(value, 6),
+            "best_val": round(result["best_metric"], 6), "best_epoch": round(result["best_epoch"], 3),
+            "steps": result["steps"], "time_per_epoch_s": round(result["time_per_epoch_s"], 4),
+            "time_to_target_s": "" if result["time_to_target_s"] is None else round(result["time_to_target_s"], 3),
+            "wall_s": round(history[-1]["wall_s"], 3) if history else 0.0,
+            "tokens_per_s": round(result["tokens_per_s"], 1), "peak_mem_mb": round(result["peak_mem_mb"], 1)}
+
+
+def run_one(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: str, threads: int,
+            report: Callable[[str, int, int, float | None], None] | Any = None) -> dict[str, Any]:
+    """Train one run (in whatever process calls it) and write its ``result.json``; returns the result.
+
+    ``report`` is a callable or a queue (``put((key, step, total, metric))``), throttled to a few per second."""
+    torch.set_num_threads(threads)
+    experiment = Experiment.from_dict(experiment_dict)
+    task = make_task(experiment)
+    run = next(r for r in experiment.runs(task.info.kind) if r.label == label and r.seed == seed)
+    run_dir = _run_dir(Path(out_dir), run)
+    model = build_model(task, run)
+    resume = (run_dir / "checkpoint").is_dir()
+    config = experiment.train_config(run, out_dir=str(run_dir), resume=resume, progress=False)
+    last = [0.0]
+
+    def on_step(step: int, total: int, metric: float | None) -> None:
+        now = time.monotonic()
+        if report is None or (now - last[0] < 0.5 and step < total):
+            return
+        last[0] = now
+        message = (run.key, step, total, metric)
+        report.put(message) if hasattr(report, "put") else report(*message)
+
+    result = asdict(train(task, model, config, on_step=on_step))
+    (run_dir / RESULT_FILE).write_text(json.dumps(result))
+    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)  # finished: result.json and best weights stay
+    return result
+
+
+class _Progress:
+    """One line for the whole sweep: runs done, the runs under way (step, latest validation metric), ETA."""
+
+    def __init__(self, planned: list[PlannedRun], done: set[str], enabled: bool | None) -> None:
+        from tqdm import tqdm
+
+        self.total = {p.spec.key: p.total_steps for p in planned}
+        self.steps = {key: (self.total[key] if key in done else 0) for key in self.total}
+        self.metric: dict[str, float | None] = {}
+        self.active: list[str] = []
+        self.finished = len(done)
+        self.index = {p.spec.key: i for i, p in enumerate(planned, 1)}
+        tty = sys.stderr.isatty()
+        self.bar = tqdm(total=sum(self.total.values()), initial=sum(self.steps.values()), unit="step",
+                        disable=not (tty if enabled is None else enabled), mininterval=0.5 if tty else 15.0,
+                        dynamic_ncols=True, file=sys.stderr)
+
+    def start(self, key: str) -> None:
+        self.active.append(key)
+        self._describe()
+
+    def update(self, key: str, step: int, total: int, metric: float | None) -> None:
+        self.total[key] = total
+        self.bar.update(max(0, step - self.steps[key]))
+        self.steps[key] = max(self.steps[key], step)
+        if metric is not None:
+            self.metric[key] = metric
+        self._describe()
+
+    def finish(self, key: str, steps: int) -> None:
+        self.bar.update(max(0, self.total[key] - self.steps[key]))  # early stopping ends a run before its plan
+        self.steps[key] = self.total[key]
+        self.active.remove(key)
+        self.finished += 1
+        self._describe()
+
+    def _describe(self) -> None:
+        parts = []
+        for key in self.active:
+            metric = self.metric.get(key)
+            parts.append(f"#{self.index[key]} {key} {self.steps[key]}/{self.total[key]}"
+                         + (f" val {metric:.4g}" if metric is not None else ""))
+        self.bar.set_description(f"runs {self.finished}/{len(self.total)} done | " + "; ".join(parts), refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _check_out_dir(out: Path, experiment: Experiment) -> None:
+    """``out`` is empty, or holds this same experiment (then the sweep resumes)."""
+    config = out / CONFIG_FILE
+    if not config.exists():
+        return
+    import tomllib
+
+    with open(config, "rb") as f:
+        existing = Experiment.from_dict(tomllib.load(f)).to_dict()
+    if existing != experiment.to_dict():
+        raise ValueError(f"experiment: {out} holds the results of a different experiment ({config} differs from "
+                         f"this one); choose another --out, or delete that folder to start over")
+
+
+def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isolate: bool = True,
+            dry_run: bool = False, progress: bool | None = None) -> list[dict[str, Any]]:
+    """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
+
+    ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
+    the cores shared out between the jobs). ``isolate=False`` trains one run after the other in this process
+    (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
+    ``dry_run`` plans (builds every model, prints the runs) and trains nothing."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
+    task, planned = plan(experiment)
+    if dry_run:
+        print(dry_run_table(experiment, task, planned))
+        return []
+    _check_out_dir(out, experiment)
     out.mkdir(parents=True, exist_ok=True)
-    mixers = [*settings.mixers, *([BASELINE] if BASELINE not in settings.mixers else [])]
-    unknown = sorted(set(mixers) - set(list_mixers(include_hidden=True)))
-    if unknown:
-        raise ValueError(f"unknown mixer(s) {unknown}; available: {', '.join(list_mixers())}")
-    task = create_task(settings.task, preset=settings.preset, seed=0)
-    rows, histories = [], {}
-    for mixer in mixers:
-        reason = skip_reason(mixer, task)
-        if reason is not None:
-            print(f"skip {mixer}: {reason}", flush=True)
-            rows.append(_row(settings, mixer, "", None, reason))
-            continue
-        for seed in settings.seeds:
-            torch.manual_seed(seed)
-            heads = settings.heads if mixer_info(mixer).multihead else None
-            model = task.build_model(mixer, dim=settings.dim, depth=settings.depth, num_heads=heads)
-            config = TrainConfig(max_steps=settings.max_steps, batch_size=settings.batch_size, lr=settings.lr,
-                                 eval_every=settings.eval_every, patience=None, target=settings.target,
-                                 target_k=settings.target_k, seed=seed, out_dir=str(out / "runs" / f"{mixer}-{seed}"),
-                                 progress=progress)
-            result = train(task, model, config)
-            rows.append(_row(settings, mixer, seed, result, None))
-            histories[(mixer, seed)] = result.history
-            print(f"{mixer} seed {seed}: {result.metric_name} {rows[-1]['value']} "
-                  f"({result.time_per_epoch_s:.2f} s/epoch)", flush=True)
-    write_report(rows, histories, settings, out)
+    (out / CONFIG_FILE).write_text(to_toml(experiment.to_dict()))
+    threads = experiment.train.get("threads") or max(1, (os.cpu_count() or 1) // jobs)
+    results: dict[str, dict[str, Any]] = {}
+    for p in planned:
+        path = _run_dir(out, p.spec) / RESULT_FILE
+        if path.exists():
+            results[p.spec.key] = json.loads(path.read_text())
+    todo = [p for p in planned if p.spec.key not in results]
+    if results:
+        print(f"{len(results)} of {len(planned)} runs already finished in {out}; training the other {len(todo)}",
+              flush=True)
+    bar = _Progress(planned, set(results), progress)
+    data = experiment.to_dict()
+    try:
+        if isolate:
+            _run_pool(todo, data, str(out), threads, jobs, bar, results)
+        else:
+            for p in todo:
+                bar.start(p.spec.key)
+                results[p.spec.key] = run_one(data, p.spec.label, p.spec.seed, str(out), threads, bar.update)
+                bar.finish(p.spec.key, results[p.spec.key]["steps"])
+    finally:
+        bar.close()
+    rows = [_row(experiment, p.spec, results[p.spec.key]) for p in planned]
+    histories = {(p.spec.label, p.spec.seed): results[p.spec.key]["history"] for p in planned}
+    write_report(rows, histories, experiment, out)
     return rows
 
 
-def _summary(rows: list[dict]) -> list[tuple[str, float, float, int, float, int]]:
-    """(mixer, mean, sd, runs, mean time per epoch, params) per trained mixer."""
-    by_mixer: dict[str, list[dict]] = {}
+def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
+              results: dict[str, dict[str, Any]]) -> None:
+    """Train ``todo`` in fresh spawned processes, ``jobs`` at a time (one run per process)."""
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=context,
+                                                           max_tasks_per_child=1) as pool:
+        messages = manager.Queue()
+        pending: dict[Future, PlannedRun] = {}
+        waiting = list(todo)
+        while waiting or pending:
+            while waiting and len(pending) < jobs:
+                p = waiting.pop(0)
+                pending[pool.submit(run_one, data, p.spec.label, p.spec.seed, out, threads, messages)] = p
+                bar.start(p.spec.key)
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            _drain(messages, bar)
+            for future in done:
+                p = pending.pop(future)
+                results[p.spec.key] = future.result()  # a failed run raises here, naming its error
+                bar.finish(p.spec.key, results[p.spec.key]["steps"])
+                print(f"finished {p.spec.key}: {results[p.spec.key]['metric_name']} "
+                      f"{results[p.spec.key]['test_metric']}", file=sys.stderr, flush=True)
+
+
+def _drain(messages: Any, bar: _Progress) -> None:
+    while True:
+        try:
+            key, step, total, metric = messages.get_nowait()
+        except queue.Empty:
+            return
+        if key in bar.active:
+            bar.update(key, step, total, metric)
+
+
+def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun]) -> str:
+    """The resolved runs: label x seed, mixers, model settings, parameters, planned steps."""
+    head = [f"experiment {experiment.name!r}: task {task.info.name} ({task.info.kind}, metric "
+            f"{task.info.metric}), {len(planned)} runs", ""]
+    rows = [["label", "seed", "mixer(s)", "model", "params", "steps"]]
+    for p in planned:
+        mixer = p.spec.mixer if isinstance(p.spec.mixer, str) else " / ".join(p.spec.mixer)
+        if p.spec.mixer_options:
+            mixer += " " + ",".join(f"{k}={v}" for k, v in p.spec.mixer_options.items())
+        model = ", ".join(f"{k}={v}" for k, v in p.spec.model.items() if v is not None)
+        rows.append([p.spec.label, str(p.spec.seed), mixer, model, f"{p.params:,}", str(p.total_steps)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(head + lines)
+
+
+# -- report -------------------------------------------------------------------------------------------------
+def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per label: mean and sd of the value, runs, time per epoch, params, time to target, peak memory."""
+    by_label: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        if not row["skipped"]:
-            by_mixer.setdefault(row["mixer"], []).append(row)
+        by_label.setdefault(row["label"], []).append(row)
     summary = []
-    for mixer, runs in by_mixer.items():
+    for label, runs in by_label.items():
         values = [float(r["value"]) for r in runs]
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        epoch_time = statistics.mean(float(r["time_per_epoch_s"]) for r in runs)
-        summary.append((mixer, statistics.mean(values), sd, len(values), epoch_time, int(runs[0]["params"])))
+        reached = [float(r["time_to_target_s"]) for r in runs if r["time_to_target_s"] != ""]
+        summary.append({
+            "label": label, "mixer": runs[0]["mixer"], "mean": statistics.mean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "runs": len(runs),
+            "epoch_s": statistics.mean(float(r["time_per_epoch_s"]) for r in runs),
+            "params": int(runs[0]["params"]), "reached": len(reached),
+            "to_target": statistics.mean(reached) if reached else None,
+            "peak_mb": statistics.mean(float(r["peak_mem_mb"]) for r in runs)})
     return summary
 
 
-def write_report(rows: list[dict], histories: dict, settings: CompareSettings, out: Path) -> None:
-    """results.csv, report.md and the two plots."""
+def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experiment, out: Path) -> list[str]:
+    """``results.csv``, ``report.md`` and the plots the experiment asks for; returns the notes it printed."""
     with open(out / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    metric = next((r["metric"] for r in rows if r["metric"]), "metric")
-    higher_is_better = metric != "perplexity"
-    summary = sorted(_summary(rows), key=lambda s: s[1], reverse=higher_is_better)
-    lines = [f"# tokenmix compare: {settings.task} ({settings.preset})", "",
-             f"dim {settings.dim}, depth {settings.depth}, {settings.max_steps} steps of batch {settings.batch_size}, "
-             f"lr {settings.lr}, seeds {', '.join(map(str, settings.seeds))}. Value: test {metric} of the "
-             f"best-validation weights, mean ± sd over seeds ({'higher' if higher_is_better else 'lower'} is better).",
-             "", f"| rank | mixer | test {metric} | runs | s / epoch | params |", "|---|---|---|---|---|---|"]
-    for rank, (mixer, mean, sd, runs, epoch_time, params) in enumerate(summary, 1):
-        lines.append(f"| {rank} | {mixer} | {mean:.4f} ± {sd:.4f} | {runs} | {epoch_time:.2f} | {params:,} |")
-    skipped = [r for r in rows if r["skipped"]]
-    if skipped:
-        lines += ["", "Skipped:", ""] + [f"- {r['mixer']}: {r['skipped']}" for r in skipped]
+    metric = rows[0]["metric"] if rows else "metric"
+    higher = task_info(experiment.task["name"]).higher_is_better
+    summary = sorted(_summary(rows), key=lambda s: s["mean"], reverse=higher)
+    train = experiment.train_config(experiment.runs(task_info(experiment.task["name"]).kind)[0])
+    budget = f"{train.max_steps} steps" if train.max_steps is not None else f"{train.epochs} epochs"
+    model = ", ".join(f"{k} {v}" for k, v in experiment.model.items() if v is not None)
+    target = experiment.report.get("target")
+    lines = [f"# {experiment.name}: {experiment.task['name']}", ""]
+    if experiment.description:
+        lines += [experiment.description, ""]
+    lines += [f"Model: {model}. Training: preset {experiment.train.get('preset', 'quick')}, {budget} of batch "
+              f"{train.batch_size}, {train.optimizer} lr {train.lr}, {train.schedule} schedule; seeds "
+              f"{', '.join(map(str, experiment.seeds))}. Value: test {metric} of the best-validation weights, "
+              f"mean ± sd over seeds ({'higher' if higher else 'lower'} is better). Peak memory: the training "
+              f"loop's peak above the memory of its process before it (each run in a fresh process).", ""]
+    target_head = f" | time to {target} (s, runs reaching it)" if target is not None else ""
+    lines += [f"| rank | label | mixer | test {metric} | runs | s / epoch | params | peak MiB{target_head} |",
+              "|---|---|---|---|---|---|---|---" + ("|---|" if target is not None else "|")]
+    for rank, s in enumerate(summary, 1):
+        cell = ""
+        if target is not None:
+            cell = f" | {s['to_target']:.1f} ({s['reached']}/{s['runs']})" if s["to_target"] is not None \
+                else f" | not reached (0/{s['runs']})"
+        lines.append(f"| {rank} | {s['label']} | {s['mixer']} | {s['mean']:.4f} ± {s['sd']:.4f} | {s['runs']} | "
+                     f"{s['epoch_s']:.2f} | {s['params']:,} | {s['peak_mb']:.1f}{cell} |")
+    notes = _plot(histories, summary, metric, out, experiment.report.get("plots", []))
+    if notes:
+        lines += [""] + notes
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    _plot(histories, summary, metric, out)
+    for note in notes:
+        print(note, flush=True)
+    return notes
 
 
-def _plot(histories: dict, summary: list, metric: str, out: Path) -> None:
-    import matplotlib
-
+def _plot(histories: dict, summary: list[dict[str, Any]], metric: str, out: Path, plots: list[str]) -> list[str]:
+    if not plots:
+        return []
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        return [f"Plots skipped ({', '.join(plots)}): matplotlib is not installed; pip install 'tokenmix[plot]' "
+                f"and run the same command again to draw them."]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    mixers = sorted({mixer for mixer, _ in histories})
-    colors = {m: plt.cm.tab20(i % 20) for i, m in enumerate(mixers)}  # one colour per mixer, a style per seed
-    styles = ["-", "--", ":", "-."]
-    seeds = sorted({seed for _, seed in histories})
-    for (mixer, seed), history in sorted(histories.items()):
-        ax.plot([h.wall_s for h in history], [h.val_metric for h in history], marker=".", color=colors[mixer],
-                linestyle=styles[seeds.index(seed) % len(styles)], label=mixer if seed == seeds[0] else None)
-    ax.set(xlabel="training wall time (s)", ylabel=f"validation {metric}",
-           title="metric vs wall time (line style: seed)")
-    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(out / "metric_vs_time.png", dpi=100)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for mixer, mean, sd, _runs, epoch_time, _params in summary:
-        ax.errorbar(epoch_time, mean, yerr=sd, fmt="o")
-        ax.annotate(mixer, (epoch_time, mean), fontsize="small", xytext=(4, 4), textcoords="offset points")
-    ax.set(xlabel="time per epoch (s)", ylabel=f"test {metric}", title=f"{metric} vs time per epoch")
-    fig.tight_layout()
-    fig.savefig(out / "metric_vs_epoch_time.png", dpi=100)
-    plt.close(fig)
+    if "metric_vs_time" in plots:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        labels = sorted({label for label, _ in histories})
+        colors = {m: plt.cm.tab20(i % 20) for i, m in enumerate(labels)}  # one colour per label, a style per seed
+        styles = ["-", "--", ":", "-."]
+        seeds = sorted({seed for _, seed in histories})
+        for (label, seed), history in sorted(histories.items()):
+            ax.plot([h["wall_s"] for h in history], [h["val_metric"] for h in history], marker=".",
+                    color=colors[label], linestyle=styles[seeds.index(seed) % len(styles)],
+                    label=label if seed == seeds[0] else None)
+        ax.set(xlabel="training wall time (s)", ylabel=f"validation {metric}",
+               title="metric vs wall time (line style: seed)")
+        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+        fig.tight_layout()
+        fig.savefig(out / "metric_vs_time.png", dpi=100)
+        plt.close(fig)
+    if "metric_vs_epoch_time" in plots:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for s in summary:
+            ax.errorbar(s["epoch_s"], s["mean"], yerr=s["sd"], fmt="o")
+            ax.annotate(s["label"], (s["epoch_s"], s["mean"]), fontsize="small", xytext=(4, 4),
+                        textcoords="offset points")
+        ax.set(xlabel="time per epoch (s)", ylabel=f"test {metric}", title=f"{metric} vs time per epoch")
+        fig.tight_layout()
+        fig.savefig(out / "metric_vs_epoch_time.png", dpi=100)
+        plt.close(fig)
+    return []

@@ -51,6 +51,7 @@ from typing import Callable
 import torch
 
 from .ops.spatial import square_grid
+from .procmem import proc_status_kb, reset_peak_rss
 from .registry import create_mixer, list_mixers, mixer_info
 
 __all__ = ["SpeedSettings", "SpeedCase", "CaseResult", "SpeedRecord", "CrossoverRow", "CaseTimeout", "run_speed",
@@ -252,25 +253,6 @@ def _make_pass(mixer: torch.nn.Module, x: torch.Tensor, pass_name: str, hw: tupl
     return forward_backward
 
 
-def _proc_status_kb(key: str) -> int | None:
-    try:
-        with open("/proc/self/status") as status:
-            match = re.search(rf"^{key}:\s+(\d+)\s*kB", status.read(), re.MULTILINE)
-    except OSError:
-        return None
-    return int(match.group(1)) if match else None
-
-
-def _reset_peak_rss() -> bool:
-    """Reset VmHWM to the current resident size (Linux >= 4.0); False where that is not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w") as clear_refs:
-            clear_refs.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def _glibc(function: str) -> Callable[..., int] | None:
     """A glibc allocator function (``malloc_trim``, ``mallopt``), or None where the C library is not glibc."""
     try:
@@ -334,11 +316,11 @@ def _cpu_peak_mb(run: Callable[[], None], isolated: bool) -> tuple[float, str]:
 def _cpu_peak_of(run: Callable[[], None], isolated: bool) -> tuple[float, str]:
     _release_free_memory()
     suffix = "" if isolated else IN_PROCESS
-    if _proc_status_kb("VmHWM") is not None:
-        reset = _reset_peak_rss()
-        before = _proc_status_kb("VmRSS" if reset else "VmHWM")
+    if proc_status_kb("VmHWM") is not None:
+        reset = reset_peak_rss()
+        before = proc_status_kb("VmRSS" if reset else "VmHWM")
         run()
-        peak = _proc_status_kb("VmHWM")
+        peak = proc_status_kb("VmHWM")
         method = "rss-hwm-reset" if reset else "rss-hwm"
     else:
         before = _ru_maxrss_kb()
@@ -450,7 +432,7 @@ def _limit_address_space(extra_mb: float) -> None:
     """Let this process map at most ``extra_mb`` more address space (RLIMIT_AS over the current VmSize)."""
     import resource
 
-    size_kb = _proc_status_kb("VmSize")
+    size_kb = proc_status_kb("VmSize")
     if size_kb is None:
         raise RuntimeError("--mem-limit-mb needs /proc/self/status (Linux)")
     limit = size_kb * 1024 + int(extra_mb * 2**20)

@@ -33,11 +33,15 @@ Protocol (papers 000 §3.2-3.3 and 004 §6):
   logging; on CUDA the device is synchronised before each reading.
 * **Tokens**: real tokens per global batch — ``mask.sum()`` for classification, ``ids.numel()`` for
   language modelling, images × patches for image tasks (images when the model has no ``grid``).
-* **Memory** (``peak_mem_mb``): on CUDA ``torch.cuda.max_memory_allocated`` (reset at the start) in MiB;
-  on CPU the growth of the process's peak resident set size during training (``resource.getrusage``
-  ``ru_maxrss``, KiB on Linux, bytes on macOS) in MiB. ru_maxrss is a high-water mark of the whole
-  process, so the CPU figure is 0 when an earlier phase already used more memory: a coarse upper bound,
-  not a per-model measurement.
+* **Memory** (``peak_mem_mb``): the peak memory of the training loop above what the process held when it
+  started, in MiB. CUDA: ``torch.cuda.max_memory_allocated`` (reset at the start). CPU: the process's peak
+  resident set size (``VmHWM``, reset through ``/proc/self/clear_refs`` at the start of the loop) minus its
+  resident size at that moment (:class:`tokenmix.procmem.PeakRSS`; without ``/proc``, ``ru_maxrss`` growth).
+  Memory the allocator kept from earlier work in the same process is reused without showing up, so
+  ``tokenmix compare`` trains each run in a fresh process.
+* **Progress callback**: ``train(..., on_step=f)`` calls ``f(step, total_steps, last_val_metric)`` after every
+  optimiser step (``last_val_metric`` is None before the first evaluation); ``tokenmix compare`` uses it for
+  its sweep-wide progress line.
 * **Best weights**: kept in memory and, with ``out_dir``, in ``out_dir/best.safetensors``; they are
   restored into the model at the end, before the test evaluation, so ``model`` leaves :func:`train`
   holding the best-validation weights.
@@ -83,6 +87,7 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 
+from .procmem import PeakRSS
 from .tasks.base import ImageBatch, LMBatch, Task, TokenBatch
 
 __all__ = ["TrainConfig", "EvalRecord", "TrainResult", "train", "lr_factor"]
@@ -324,9 +329,9 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         np.random.set_state(state["numpy"])
 
 
-def _peak_rss_mb() -> float:
+def _ru_maxrss_kb() -> float:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+    return rss / 1024 if sys.platform == "darwin" else float(rss)
 
 
 def _sync(device: torch.device) -> None:
@@ -425,9 +430,11 @@ def _make_writer(config: TrainConfig) -> Any:
 # -- training --------------------------------------------------------------------------------------
 
 
-def train(task: Task, model: nn.Module, config: TrainConfig) -> TrainResult:
+def train(task: Task, model: nn.Module, config: TrainConfig, *,
+          on_step: Callable[[int, int, float | None], None] | None = None) -> TrainResult:
     """Train ``model`` on ``task`` with ``config``; see the module docstring for the protocol.
 
+    ``on_step(step, total_steps, last_val_metric)`` is called after every optimiser step, when given.
     On return ``model`` holds the best-validation weights (on ``config.device``)."""
     _validate(config)
     import torch.distributed as dist
@@ -443,7 +450,7 @@ def train(task: Task, model: nn.Module, config: TrainConfig) -> TrainResult:
                          f"multiple of the world size ({world})")
 
     metric = task.info.metric
-    higher = metric != "perplexity"
+    higher = task.info.higher_is_better
     n_train = len(task.splits["train"])
     steps_per_epoch = n_train // config.batch_size
     if steps_per_epoch < 1:
@@ -541,7 +548,8 @@ def train(task: Task, model: nn.Module, config: TrainConfig) -> TrainResult:
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    rss_start = _peak_rss_mb()
+    cpu_peak = PeakRSS(_ru_maxrss_kb)
+    cpu_peak.start()
 
     def best_state_from_model() -> dict[str, torch.Tensor]:
         return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
@@ -621,6 +629,8 @@ def train(task: Task, model: nn.Module, config: TrainConfig) -> TrainResult:
                 loss_count += 1
                 if bar is not None:
                     bar.update(1)
+                if on_step is not None:
+                    on_step(step, total_steps, history[-1].val_metric if history else None)
 
                 do_eval = step % eval_every == 0 or step == total_steps
                 do_ckpt = out_dir is not None and (
@@ -682,7 +692,7 @@ def train(task: Task, model: nn.Module, config: TrainConfig) -> TrainResult:
     if device.type == "cuda":
         peak_mem = torch.cuda.max_memory_allocated(device) / 2**20
     else:
-        peak_mem = max(0.0, _peak_rss_mb() - rss_start)
+        peak_mem = cpu_peak.peak_mb()
 
     # Restore the best-validation weights, then test them.
     if best_state is not None:

@@ -57,6 +57,11 @@ class TaskInfo:
     source: str
     options: tuple[str, ...]
 
+    @property
+    def higher_is_better(self) -> bool:
+        """Accuracy-like metrics improve upwards; perplexity (and losses) downwards."""
+        return self.metric not in ("perplexity", "loss")
+
 
 @dataclass
 class TokenBatch:
