@@ -42,3 +42,31 @@ def test_count_rejects_unknown_mixers_and_bad_sizes():
         main(["count", "--mixers", "nope"])
     with pytest.raises(SystemExit, match="dim"):
         main(["count", "--mixers", "linear", "--dim", "0"])
+
+
+def test_count_paper_000_mode_prints_section_4_2(tmp_path, capsys):
+    """000 §4.2 at N = 512, m = 128, d = 64: linear 2Nd^2 + 3Ndm, Relation Nd^2 + 2Ndm + Nd multiplications."""
+    out = tmp_path / "paper.csv"
+    main(["count", "--mode", "paper-000", "--dim", "128", "--inner-dim", "64", "--length", "512", "--no-flops",
+          "--csv", str(out)])
+    text = capsys.readouterr().out
+    n, m, d = 512, 128, 64
+    linear, relation = 2 * n * d * d + 3 * n * d * m, n * d * d + 2 * n * d * m + n * d
+    assert f"= {linear:,}; tokenmix mults {linear:,} (equal)" in text
+    assert f"= {relation:,}; tokenmix mults {relation:,} (equal)" in text
+    rows = {r["mixer"]: r for r in csv.DictReader(out.open())}
+    assert set(rows) == {"softmax", "linear", "relation"}
+    assert int(rows["linear"]["mults"]) == linear and int(rows["relation"]["mults"]) == relation
+    assert int(rows["linear"]["params"]) == 3 * m * d and int(rows["relation"]["params"]) == 2 * m * d + d * d
+    assert {r["mode"] for r in rows.values()} == {"bidir"} and {r["heads"] for r in rows.values()} == {"1"}
+
+
+def test_count_paper_000_rejects_options_that_do_not_apply():
+    with pytest.raises(SystemExit, match="--mixers"):
+        main(["count", "--mode", "paper-000", "--mixers", "linear"])
+    with pytest.raises(SystemExit, match="--heads"):
+        main(["count", "--mode", "paper-000", "--heads", "2"])
+    with pytest.raises(SystemExit, match="inner_dim"):
+        main(["count", "--mode", "paper-000", "--inner-dim", "0", "--no-flops"])
+    with pytest.raises(SystemExit, match="--inner-dim is for --mode paper-000"):
+        main(["count", "--mixers", "linear", "--inner-dim", "8"])

@@ -1,9 +1,14 @@
 """The contract every token mixer follows, and the Q/K/V scaffolding shared by the attention family.
 
 Contract (see :class:`Mixer`): ``y = mixer(x, mask=None)`` with ``x`` of shape ``(B, N, dim)`` and a
-floating dtype, ``mask`` of shape ``(B, N)`` and dtype bool (True = real token). ``y`` has the shape and
-dtype of ``x``. Padded positions never influence real ones, and their own outputs are zero, so a row
-that is all padding gives zeros (never NaN).
+floating dtype, ``mask`` of shape ``(B, N)`` and dtype bool (True = real token). ``y`` has shape
+``(B, N, mixer.out_dim)`` and the dtype of ``x``. Padded positions never influence real ones, and their
+own outputs are zero, so a row that is all padding gives zeros (never NaN).
+
+``out_dim`` is ``dim`` for every mixer except one built without its output projection (``out_proj=False``
+of ``softmax``, ``linear`` and ``relation``, Yamada et al. (2022) eqs. 4, 5 and 12 as written): its output
+is then the ``inner_dim``-wide concatenation of heads (or ``R``), so ``out_dim = inner_dim``. A model that
+adds the mixer's output to its input (a residual) needs ``mixer.out_dim == dim``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ def merge_heads(t: Tensor) -> Tensor:
     return t.transpose(1, 2).reshape(b, n, h * d)
 
 
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def autocast_enabled(device_type: str) -> bool:
     """Whether autocast is on for ``device_type`` (works on torch versions before and after 2.4)."""
     try:
@@ -51,14 +60,26 @@ class Mixer(nn.Module):
 
     info: ClassVar[MixerInfo]
 
-    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None) -> None:
+    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None,
+                 inner_dim: int | None = None, out_dim: int | None = None) -> None:
+        """``inner_dim`` is the width split into ``num_heads`` heads (Q/K/V width of attention, d of
+        Relation; default ``dim``): ``head_dim = inner_dim / num_heads``. ``out_dim`` is the output width
+        (default ``dim``; see the module docstring)."""
         super().__init__()
-        if not isinstance(dim, int) or dim <= 0:
+        if not _positive_int(dim):
             self._fail(f"dim must be a positive int, got {dim!r}")
-        if not isinstance(num_heads, int) or num_heads <= 0:
+        if not _positive_int(num_heads):
             self._fail(f"num_heads must be a positive int, got {num_heads!r}")
-        if dim % num_heads:
-            self._fail(f"dim={dim} is not divisible by num_heads={num_heads}")
+        if inner_dim is None:
+            if dim % num_heads:
+                self._fail(f"dim={dim} is not divisible by num_heads={num_heads}")
+            inner_dim = dim
+        elif not _positive_int(inner_dim):
+            self._fail(f"inner_dim must be a positive int or None, got {inner_dim!r}")
+        elif inner_dim % num_heads:
+            self._fail(f"inner_dim={inner_dim} is not divisible by num_heads={num_heads}")
+        if out_dim is not None and not _positive_int(out_dim):
+            self._fail(f"out_dim must be a positive int or None, got {out_dim!r}")
         if max_len is not None and (not isinstance(max_len, int) or max_len <= 0):
             self._fail(f"max_len must be a positive int or None, got {max_len!r}")
         if causal and not self.info.causal:
@@ -67,7 +88,9 @@ class Mixer(nn.Module):
             self._fail("causal=False is unsupported: this mechanism is causal only")
         self.dim = dim
         self.num_heads = num_heads
-        self.head_dim = dim // num_heads
+        self.inner_dim = inner_dim
+        self.head_dim = inner_dim // num_heads
+        self.out_dim = dim if out_dim is None else out_dim
         self.causal = bool(causal)
         self.max_len = max_len
 
@@ -78,8 +101,15 @@ class Mixer(nn.Module):
     def _fail(self, message: str, error: type[Exception] = ValueError) -> None:
         raise error(f"{self.info.name}: {message}")
 
+    def _check_flag(self, value: object, option: str) -> None:
+        """A bool option is a bool (``bias=1`` or ``out_proj="no"`` would be silently truthy or falsy)."""
+        if not isinstance(value, bool):
+            self._fail(f"{option} must be a bool, got {value!r}")
+
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, num_heads={self.num_heads}, causal={self.causal}, max_len={self.max_len}"
+        widths = "".join(f", {k}={v}" for k, v in (("inner_dim", self.inner_dim), ("out_dim", self.out_dim))
+                         if v != self.dim)
+        return f"dim={self.dim}{widths}, num_heads={self.num_heads}, causal={self.causal}, max_len={self.max_len}"
 
     # -- input checks -------------------------------------------------------------------------
     def _check_input(self, x: Tensor, mask: Tensor | None) -> Tensor | None:
@@ -115,7 +145,7 @@ class Mixer(nn.Module):
 
     # -- forward ------------------------------------------------------------------------------
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Mix tokens: ``x`` (B, N, dim) -> (B, N, dim); ``mask`` (B, N) bool, True = real token."""
+        """Mix tokens: ``x`` (B, N, dim) -> (B, N, out_dim); ``mask`` (B, N) bool, True = real token."""
         mask = self._check_input(x, mask)
         return self._zero_padded(self._mix(x, mask, reference=False), mask)
 
@@ -144,7 +174,7 @@ class Mixer(nn.Module):
         return self._init_state(batch_size, device, dtype)
 
     def step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """One causal step: ``x_t`` (B, dim) is the next token; returns its output (B, dim) and the new
+        """One causal step: ``x_t`` (B, dim) is the next token; returns its output (B, out_dim) and the new
         state. Feeding a sequence token by token gives the causal ``forward`` of the whole sequence."""
         self._check_recurrent()
         if not isinstance(x_t, Tensor) or x_t.dim() != 2 or x_t.shape[-1] != self.dim:
@@ -211,27 +241,41 @@ class Mixer(nn.Module):
 class QKVMixer(Mixer):
     """Multi-head Q/K/V projections, a per-head attention rule, and the output projection.
 
-    This is the sub-layer of 004 eqs. 10-12 and 16-17 (000 eqs. 1-3): ``Q = x W_Q``, ``K = x W_K``,
-    ``V = x W_V`` split into heads, ``R_j = attend(Q_j, K_j, V_j)``, concatenation, ``W_out``. With
-    ``bias=False`` it has exactly ``4 dim^2`` parameters. Subclasses implement ``_attend``.
+    This is the sub-layer of 004 eqs. 10-12 and 16-17 (Yamada et al. (2022) eqs. 1-3): ``Q = x W_Q``,
+    ``K = x W_K``, ``V = x W_V`` with ``W_* in R^{dim x inner_dim}`` split into heads of ``inner_dim /
+    num_heads``, ``R_j = attend(Q_j, K_j, V_j)``, concatenation, ``W_out in R^{inner_dim x dim}``. With
+    ``bias=False`` it has ``4 dim inner_dim`` parameters (``4 dim^2`` at the default ``inner_dim = dim``).
+    ``out_proj=False`` drops ``W_out``, as Yamada et al. (2022) eqs. 4-5 have none: the output is the
+    concatenated heads, ``out_dim = inner_dim`` wide, and ``bias=False`` gives ``3 dim inner_dim``
+    parameters. Subclasses implement ``_attend``.
     """
 
-    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool) -> None:
-        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
+    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
+                 inner_dim: int | None = None, out_proj: bool = True) -> None:
+        self._check_flag(bias, "bias")
+        self._check_flag(out_proj, "out_proj")
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, inner_dim=inner_dim,
+                         out_dim=None if out_proj else (dim if inner_dim is None else inner_dim))
+        inner = self.inner_dim
+        self.out_proj = out_proj
         # Separate matrices, as the papers write them, so that per-matrix initialisations (Glorot in 000,
         # N(0, 0.01) in 004) mean what they say.
-        self.q_proj = nn.Linear(dim, dim, bias=bias)
-        self.k_proj = nn.Linear(dim, dim, bias=bias)
-        self.v_proj = nn.Linear(dim, dim, bias=bias)
-        self.proj = nn.Linear(dim, dim, bias=bias)
+        self.q_proj = nn.Linear(dim, inner, bias=bias)
+        self.k_proj = nn.Linear(dim, inner, bias=bias)
+        self.v_proj = nn.Linear(dim, inner, bias=bias)
+        self.proj = nn.Linear(inner, dim, bias=bias) if out_proj else None
 
     def qkv_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V of ``x`` (B, N, dim), each split into heads: (B, H, N, head_dim)."""
         return tuple(split_heads(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
 
+    def _output(self, heads: Tensor) -> Tensor:
+        """The concatenated heads (..., inner_dim) through ``W_out``, or as they are when ``out_proj=False``."""
+        return heads if self.proj is None else self.proj(heads)
+
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         q, k, v = self.qkv_heads(x)
-        return self.proj(merge_heads(self._attend(q, k, v, mask, reference)))
+        return self._output(merge_heads(self._attend(q, k, v, mask, reference)))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         """(B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
@@ -239,13 +283,16 @@ class QKVMixer(Mixer):
 
     # -- operation counts: projections + num_heads x (per-head rule), 004 Table 3's structure ----------
     def _count_projections(self, rows: int) -> OpCounts:
-        """``W_Q``, ``W_K``, ``W_V`` and ``W_out`` applied to ``rows`` tokens: ``4 rows dim^2`` multiplications
-        and ``4 rows dim (dim - 1)`` additions, plus ``rows dim`` additions per projection that has a bias."""
-        return sum((linear_ops(rows, p.in_features, p.out_features, p.bias is not None)
-                    for p in (self.q_proj, self.k_proj, self.v_proj, self.proj)), OpCounts())
+        """``W_Q``, ``W_K``, ``W_V`` and ``W_out`` applied to ``rows`` tokens: with ``m = dim`` and
+        ``d = inner_dim``, ``4 rows m d`` multiplications (``3 rows m d`` without ``W_out``), ``3 rows d (m - 1)``
+        additions plus ``rows m (d - 1)`` for ``W_out``, and one addition per output of a projection with a
+        bias. At ``d = m``: ``4 rows m^2`` and ``4 rows m (m - 1)`` (004 Table 3)."""
+        layers = (self.q_proj, self.k_proj, self.v_proj) + (() if self.proj is None else (self.proj,))
+        return sum((linear_ops(rows, p.in_features, p.out_features, p.bias is not None) for p in layers),
+                   OpCounts())
 
     def _count_ops(self, length: int) -> OpCounts:
-        """The four projections over ``length`` tokens plus ``num_heads`` times :meth:`_count_attend`."""
+        """The projections over ``length`` tokens plus ``num_heads`` times :meth:`_count_attend`."""
         return self._count_projections(length) + self.num_heads * self._count_attend(length)
 
     def _count_attend(self, length: int) -> OpCounts:
@@ -255,7 +302,7 @@ class QKVMixer(Mixer):
         raise AssertionError  # unreachable
 
     def _count_step_ops(self, t: int) -> OpCounts:
-        """The four projections of the one new token plus ``num_heads`` times :meth:`_count_attend_step`."""
+        """The projections of the one new token plus ``num_heads`` times :meth:`_count_attend_step`."""
         return self._count_projections(1) + self.num_heads * self._count_attend_step(t)
 
     def _count_attend_step(self, t: int) -> OpCounts:

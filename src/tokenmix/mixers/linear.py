@@ -21,21 +21,31 @@ class KernelAttentionMixer(QKVMixer):
     """A :class:`QKVMixer` whose attention is ``kernel_attention`` over feature-mapped Q and K.
 
     Subclasses provide ``_features(q, k, mask) -> (phi_q, phi_k, key_log_scale | None)``. Causal mixers
-    decode step by step with a running ``sum phi(k_j) [v_j, 1]^T`` state, O(F D) per token; a subclass
-    whose features depend on the position or on earlier keys overrides ``_step_features``.
+    decode step by step with a running ``sum phi(k_j) [v_j, 1]^T`` state (``sum phi(k_j) v_j^T`` when
+    ``normalize=False``), O(F D) per token; a subclass whose features depend on the position or on earlier
+    keys overrides ``_step_features``. ``inner_dim`` and ``out_proj`` are :class:`QKVMixer`'s; ``normalize``
+    and ``eps`` are :func:`~tokenmix.ops.kernel_attention.kernel_attention`'s (``eps=None``: 1e-6, and only
+    with ``normalize=True``).
     """
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
-                 chunk_size: int | None, eps: float) -> None:
-        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
+                 chunk_size: int | None, eps: float | None, inner_dim: int | None = None, out_proj: bool = True,
+                 normalize: bool = True) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, inner_dim=inner_dim,
+                         out_proj=out_proj)
         if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
             self._fail(f"chunk_size must be a positive int or None, got {chunk_size!r}")
-        if eps <= 0:
-            self._fail(f"eps must be positive, got {eps}")
         if chunk_size is not None and not causal:
             self._fail("chunk_size only applies to causal=True")
+        self._check_flag(normalize, "normalize")
+        if eps is not None and not normalize:
+            self._fail("eps guards the denominator, which normalize=False leaves out; drop eps or normalize")
+        eps = 1e-6 if eps is None else eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+            self._fail(f"eps must be a positive number, got {eps!r}")
         self.chunk_size = chunk_size
-        self.eps = eps
+        self.normalize = normalize
+        self.eps = float(eps)
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
         raise NotImplementedError
@@ -52,19 +62,20 @@ class KernelAttentionMixer(QKVMixer):
         q, k, v = (t[:, :, 0] for t in self.qkv_heads(x_t[:, None]))
         phi_q, phi_k, log_scale = self._step_features(q, k, state)
         out, kv = kernel_attention_step(phi_q, phi_k, v, state.get("kv"), log_scale=log_scale,
-                                        prev_log_scale=state.get("log_scale"), eps=self.eps)
+                                        prev_log_scale=state.get("log_scale"), eps=self.eps,
+                                        normalize=self.normalize)
         new_state = {"t": state["t"] + 1, "kv": kv}
         if log_scale is not None:
             new_state["log_scale"] = log_scale
-        return self.proj(out.reshape(x_t.shape[0], self.dim)), new_state
+        return self._output(out.reshape(x_t.shape[0], self.inner_dim)), new_state
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         phi_q, phi_k, log_scale = self._features(q, k, mask)
         if reference:
             return kernel_attention_reference(phi_q, phi_k, v, causal=self.causal, key_mask=mask,
-                                              key_log_scale=log_scale, eps=self.eps)
+                                              key_log_scale=log_scale, eps=self.eps, normalize=self.normalize)
         return kernel_attention(phi_q, phi_k, v, causal=self.causal, key_mask=mask, key_log_scale=log_scale,
-                                chunk_size=self.chunk_size, eps=self.eps)
+                                chunk_size=self.chunk_size, eps=self.eps, normalize=self.normalize)
 
     # -- operation counts ----------------------------------------------------------------------
     @property
@@ -88,13 +99,25 @@ class KernelAttentionMixer(QKVMixer):
         * per query: ``phi(q_i) S`` (``F D`` multiplications, ``(F - 1) D`` additions), ``phi(q_i) . z`` (``F``
           and ``F - 1``), the ``eps`` guard (1 addition) and ``D`` divisions by the denominator.
 
+        ``normalize=False`` has no ``z``, no ``phi(q_i) . z``, no guard and no divisions: ``2 N F D``
+        multiplications for ``N`` queries and keys, Yamada et al. (2022) §4.2's ``2 N d^2`` at ``F = D = d``.
+
         The implementation appends a column of ones to V for the denominator (``F`` more multiplications per
         key, by 1, not counted) and, causally, computes the same sums chunk by chunk (an intra-chunk
         ``C x C`` product plus the carried state), which ``FlopCounterMode`` sees as extra matmul work."""
         f, e = self.feature_dim, self.head_dim
-        state = OpCounts(mults=keys * f * e, adds=max(keys - 1, 0) * (f * e + f))
-        read = OpCounts(mults=f * e + f, adds=(f - 1) * e + (f - 1) + 1, divs=e) * queries
-        return state + read
+        state = OpCounts(mults=keys * f * e, adds=max(keys - 1, 0) * self._fold_adds())
+        if self.normalize:
+            read = OpCounts(mults=f * e + f, adds=(f - 1) * e + (f - 1) + 1, divs=e)
+        else:
+            read = OpCounts(mults=f * e, adds=(f - 1) * e)
+        return state + read * queries
+
+    def _fold_adds(self) -> int:
+        """Additions to fold one more key into the state: ``S += phi(k) v^T`` (``F D``), ``z += phi(k)`` (``F``,
+        only when normalising)."""
+        f, e = self.feature_dim, self.head_dim
+        return f * e + (f if self.normalize else 0)
 
     def _count_attend(self, length: int) -> OpCounts:
         """Features of the ``length`` queries and keys plus :meth:`_count_kernel` (causal or not: in the prefix
@@ -104,8 +127,7 @@ class KernelAttentionMixer(QKVMixer):
     def _count_attend_step(self, t: int) -> OpCounts:
         """The new token's features, its key and value folded into the state (no additions at ``t = 1``), and
         its query read out: :meth:`_count_kernel` with one query, O(F D) whatever ``t``."""
-        f, e = self.feature_dim, self.head_dim
-        into_state = OpCounts(adds=f * e + f if t > 1 else 0)  # S += phi(k_t) v_t^T, z += phi(k_t)
+        into_state = OpCounts(adds=self._fold_adds() if t > 1 else 0)
         return self._count_features(1) + self._count_kernel(1, 1) + into_state
 
 
@@ -117,24 +139,38 @@ class KernelAttentionMixer(QKVMixer):
     recurrent=True,
 )
 class LinearAttention(KernelAttentionMixer):
-    """Linear attention, ``V'_i = tau(Q_i) sum_j tau(K_j)^T V_j / tau(Q_i) sum_j tau(K_j)^T`` with
-    ``tau = elu + 1`` (000 eqs. 5-6; Katharopoulos et al. 2020 eq. 6, whose normalising denominator
-    000 eq. 5 leaves implicit), per head.
+    """Linear attention with ``tau = elu + 1`` (Yamada et al. (2022) eq. 6), per head. By default
+    Katharopoulos et al. (2020) eq. 6's normalised form
+    ``V'_i = tau(Q_i) sum_j tau(K_j)^T V_j / tau(Q_i) sum_j tau(K_j)^T``; ``normalize=False`` is Yamada et
+    al. (2022) eq. 5 as written, ``L(x) = tau(Q) (tau(K)^T V)``, with no denominator (its outputs grow with
+    the number of keys).
 
     Non-causal: ``tau(Q) (tau(K)^T V)`` in O(N d^2). Causal: the chunked prefix form of
     :func:`tokenmix.ops.kernel_attention.kernel_attention` (no (N, d, d) tensor). Padded keys are
     zeroed after the feature map, so they leave numerator and denominator.
 
+    Yamada et al. (2022) §3.1.1 project the ``m = dim``-wide tokens to a depth ``d`` with no output
+    projection: ``inner_dim=d, out_proj=False, normalize=False, bias=False`` (one head) is their linear
+    attention, ``3 m d`` parameters and ``d``-wide outputs, whose multiplications are their §4.2 count
+    ``2 N d^2 + 3 N d m`` (see :meth:`_count_kernel`).
+
     Options:
         bias: biases in the projections (default False: ``4 dim^2`` parameters).
         chunk_size: causal chunk length (default: about sqrt(head_dim^2)).
-        eps: denominator guard.
+        eps: denominator guard (default 1e-6); only with ``normalize=True``.
+        inner_dim: width of Q, K and V, split into ``num_heads`` heads (default ``dim``).
+        out_proj: the output projection ``W_out`` back to ``dim`` (default True); False: the output is the
+            concatenated heads, ``inner_dim`` wide.
+        normalize: divide by ``tau(Q_i) sum_j tau(K_j)^T`` (default True, Katharopoulos et al. 2020); False:
+            Yamada et al. (2022) eq. 5 without it.
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
-                 bias: bool = False, chunk_size: int | None = None, eps: float = 1e-6) -> None:
+                 bias: bool = False, chunk_size: int | None = None, eps: float | None = None,
+                 inner_dim: int | None = None, out_proj: bool = True, normalize: bool = True) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
-                         chunk_size=chunk_size, eps=eps)
+                         chunk_size=chunk_size, eps=eps, inner_dim=inner_dim, out_proj=out_proj,
+                         normalize=normalize)
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
         return elu_feature_map(q), elu_feature_map(k), None

@@ -23,10 +23,15 @@ _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "identity": nn.Identity}
     multihead=False,
 )
 class Relation(Mixer):
-    """Relation (000 eqs. 7-12): ``G = x W_G``, ``H = x W_H`` (eqs. 7-8), ``h' = mean_i h_i`` (eq. 10),
-    broadcast to every position (eq. 11), ``R = phi((G * H') W)`` (eq. 12) with ``phi = ReLU``, then an
-    output projection ``W_O`` back to ``dim`` so it drops into a residual block. O(N d^2) time, O(N d)
-    memory: no N x N matrix is formed.
+    """Relation (Yamada et al. (2022) eqs. 7-12): ``G = x W_G``, ``H = x W_H`` (eqs. 7-8),
+    ``h' = mean_i h_i`` (eq. 10), broadcast to every position (eq. 11), ``R = phi((G * H') W)`` (eq. 12)
+    with ``phi = ReLU``, then an output projection ``W_O`` back to ``dim`` so it drops into a residual
+    block. O(N d^2) time, O(N d) memory: no N x N matrix is formed.
+
+    ``out_proj=False`` ends at eq. 12, as the paper does: the output is ``R``, ``inner_dim`` wide
+    (``out_dim = inner_dim``). With ``inner_dim=d, out_proj=False, bias=False`` the parameters are the
+    paper's ``W_G, W_H in R^{m x d}`` and ``W in R^{d x d}``, ``2 m d + d^2`` (``m = dim``), and the
+    multiplications its §4.2 count ``N d^2 + 2 N d m + N d`` (see :meth:`_count_ops`).
 
     Padding: the mean runs over real tokens only (divided by the real count). Causal: ``h'_i`` is the
     running mean of ``h_j`` over real ``j <= i`` (a cumulative sum divided by the running count).
@@ -38,24 +43,28 @@ class Relation(Mixer):
         bias: biases in the projections (000 §3.2.1 networks have them, zero-initialised; ``bias=False``
             with ``inner_dim=dim`` gives ``4 dim^2`` parameters, the budget of "softmax").
         activation: phi, ``"relu"`` (paper), ``"gelu"`` or ``"identity"``.
+        out_proj: the output projection ``W_O`` back to ``dim`` (default True); False: the output is ``R``
+            of eq. 12, ``inner_dim`` wide.
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
-                 inner_dim: int | None = None, bias: bool = True, activation: str = "relu") -> None:
-        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
+                 inner_dim: int | None = None, bias: bool = True, activation: str = "relu",
+                 out_proj: bool = True) -> None:
         if num_heads != 1:
             self._fail(f"num_heads={num_heads} is unsupported: Relation has no heads")
-        inner = dim if inner_dim is None else inner_dim
-        if not isinstance(inner, int) or inner <= 0:
-            self._fail(f"inner_dim must be a positive int, got {inner_dim!r}")
+        self._check_flag(bias, "bias")
+        self._check_flag(out_proj, "out_proj")
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, inner_dim=inner_dim,
+                         out_dim=None if out_proj else (dim if inner_dim is None else inner_dim))
         if activation not in _ACTIVATIONS:
             self._fail(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
-        self.inner_dim = inner
+        inner = self.inner_dim
+        self.out_proj = out_proj
         self.g_proj = nn.Linear(dim, inner, bias=bias)  # W_G, eq. 7
         self.h_proj = nn.Linear(dim, inner, bias=bias)  # W_H, eq. 8
         self.w = nn.Linear(inner, inner, bias=bias)
         self.phi = _ACTIVATIONS[activation]()
-        self.proj = nn.Linear(inner, dim, bias=bias)
+        self.proj = nn.Linear(inner, dim, bias=bias) if out_proj else None
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         return {"sum": torch.zeros(batch_size, self.inner_dim, device=device, dtype=dtype),
@@ -64,13 +73,17 @@ class Relation(Mixer):
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         g, h = self.g_proj(x_t), self.h_proj(x_t)
         total, count = state["sum"] + h, state["count"] + 1
-        return self.proj(self.phi(self.w(g * (total / count)))), {"sum": total, "count": count}
+        return self._relate(g, total / count), {"sum": total, "count": count}
 
     def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         g, h = self.g_proj(x), self.h_proj(x)
         mean = masked_mean_reference if reference else masked_mean
-        context = mean(h, mask, self.causal)
-        return self.proj(self.phi(self.w(g * context)))
+        return self._relate(g, mean(h, mask, self.causal))
+
+    def _relate(self, g: Tensor, context: Tensor) -> Tensor:
+        """``R = phi((G * H') W)`` (eq. 12), then ``W_O`` when ``out_proj``."""
+        r = self.phi(self.w(g * context))
+        return r if self.proj is None else self.proj(r)
 
     # -- operation counts ----------------------------------------------------------------------
     def _count_activation(self, count: int) -> OpCounts:
@@ -83,10 +96,10 @@ class Relation(Mixer):
 
     def _count_pointwise(self, rows: int) -> OpCounts:
         """Everything but the mean, for ``rows`` positions: ``W_G`` and ``W_H`` (eqs. 7-8), ``G * H'`` (``u``
-        multiplications per row, ``u = inner_dim``), ``W`` and phi (eq. 12), ``W_O``; the linear layers with
-        their biases (:func:`~tokenmix.ops.opcounts.linear_ops`)."""
+        multiplications per row, ``u = inner_dim``), ``W`` and phi (eq. 12), ``W_O`` when ``out_proj``; the
+        linear layers with their biases (:func:`~tokenmix.ops.opcounts.linear_ops`)."""
         u = self.inner_dim
-        layers = (self.g_proj, self.h_proj, self.w, self.proj)
+        layers = (self.g_proj, self.h_proj, self.w) + (() if self.proj is None else (self.proj,))
         linears = sum((linear_ops(rows, m.in_features, m.out_features, m.bias is not None) for m in layers),
                       OpCounts())
         return linears + elementwise(rows * u, mults=1) + self._count_activation(rows * u)
@@ -95,7 +108,12 @@ class Relation(Mixer):
         """The pointwise parts at every position plus the mean of eq. 10 over ``l = length`` rows of width
         ``u``: ``u (l - 1)`` additions either way (a sum, or a running sum when causal), then ``u`` divisions
         (one mean, broadcast, eq. 11) or, causally, ``l u`` (each running sum divided by its count).
-        Causal: the sum of :meth:`_count_step_ops` over ``t = 1..l``."""
+        Causal: the sum of :meth:`_count_step_ops` over ``t = 1..l``.
+
+        Yamada et al. (2022) §4.2 count ``N d^2 + 2 N d m + N d`` for Relation (``m = dim``, ``d = u``,
+        ``N = l``): the multiplications of ``W_G``, ``W_H`` (``2 N d m``), ``G * H'`` (``N d``) and ``W``
+        (``N d^2``), which are exactly this count's ``mults`` with ``out_proj=False``. Their formula leaves out
+        the additions (of the matrix products, the biases and the mean's sum) and the mean's ``d`` divisions."""
         u = self.inner_dim
         divs = length * u if self.causal else u
         return self._count_pointwise(length) + OpCounts(adds=(length - 1) * u, divs=divs)

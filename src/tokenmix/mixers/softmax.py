@@ -37,17 +37,24 @@ def attention_mask(n: int, mask: Tensor | None, causal: bool, device: torch.devi
     recurrent=True,
 )
 class SoftmaxAttention(QKVMixer):
-    """Multi-head scaled dot-product attention, ``softmax(Q K^T / sqrt(h)) V`` (000 eq. 4; 004 eqs. 10-17).
+    """Multi-head scaled dot-product attention, ``softmax(Q K^T / sqrt(h)) V`` per head of width ``h``
+    (Yamada et al. (2022) eq. 4; Chen (2023) eqs. 10-17).
 
     The fast path is ``torch.nn.functional.scaled_dot_product_attention`` with a causal and/or key-padding
     mask; the reference forms the N x N score matrix explicitly. With ``bias=False`` (the default, as in
-    004) the sub-layer has ``4 dim^2`` parameters (004 Table 7: 65,536 at dim 128).
+    004) the sub-layer has ``4 dim^2`` parameters (004 Table 7: 65,536 at dim 128). Yamada et al. (2022)
+    §3.1.1 project the ``m = dim``-wide tokens to a depth ``d`` (``inner_dim``) with no output projection
+    (eq. 4 ends at ``... V``): ``inner_dim=d, out_proj=False, bias=False`` is that, ``3 m d`` parameters and
+    ``d``-wide outputs (``out_dim = d``).
 
     Decoding (causal): a KV cache; step t costs O(t d). With ``max_len`` set, decoding past it raises.
 
     Options:
         bias: biases in the Q/K/V and output projections.
         attn_dropout: dropout on the attention weights during training.
+        inner_dim: width of Q, K and V, split into ``num_heads`` heads (default ``dim``).
+        out_proj: the output projection ``W_out`` back to ``dim`` (default True); False: the output is the
+            concatenated heads, ``inner_dim`` wide.
     """
 
     def __init__(
@@ -59,8 +66,11 @@ class SoftmaxAttention(QKVMixer):
         max_len: int | None = None,
         bias: bool = False,
         attn_dropout: float = 0.0,
+        inner_dim: int | None = None,
+        out_proj: bool = True,
     ) -> None:
-        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, inner_dim=inner_dim,
+                         out_proj=out_proj)
         if not 0.0 <= attn_dropout < 1.0:
             self._fail(f"attn_dropout must be in [0, 1), got {attn_dropout}")
         self.attn_dropout = attn_dropout
@@ -76,7 +86,7 @@ class SoftmaxAttention(QKVMixer):
         keys, values = torch.cat([state["k"], k], dim=2), torch.cat([state["v"], v], dim=2)
         p = self.attn_dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, keys, values, dropout_p=p)  # the newest query sees all
-        return self.proj(out.reshape(x_t.shape[0], self.dim)), {"k": keys, "v": values}
+        return self._output(out.reshape(x_t.shape[0], self.inner_dim)), {"k": keys, "v": values}
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
         p = self.attn_dropout if self.training else 0.0
@@ -103,7 +113,9 @@ class SoftmaxAttention(QKVMixer):
         ``4 l d (d - 1)`` additions) ``l^2 d + 4 l d^2 + l d`` multiplications, ``l^2 d + 4 l d^2 - 4 l d - l n``
         additions, ``n l^2 + n l`` divisions and ``(n l^2 + n l) / 2`` exps over ``n`` heads (Table 3; at
         d = l = 128: Table 7's 10,502,144 / 10,420,096 (n = 1) or 10,416,128 (n = 32) / 16,512 n / 8,256 n).
-        Bidirectional: ``l^2`` pairs."""
+        Bidirectional: ``l^2`` pairs. In Yamada et al. (2022)'s setting (one head of width ``d = inner_dim``
+        over ``m = dim``-wide tokens, no ``W_out``, bidirectional) that is ``2 l^2 d + 3 l m d``
+        multiplications; 000 §4.2 gives no count for Attention to compare with."""
         pairs = length * (length + 1) // 2 if self.causal else length * length
         return attention_pairs_ops(pairs, length, self.head_dim)
 

@@ -19,6 +19,11 @@ and nothing in the computation depends on keys after ``i``.
 The denominator gets ``eps`` added away from zero (sign-preserving, so signed ablation features cannot
 divide by ~0); a query with no real key gets 0.
 
+``normalize=False`` drops the denominator: ``out_i = sum_j w_ij v_j``, i.e. ``phi(Q) (phi(K)^T V)`` as
+Yamada et al. (2022) eq. 5 writes linear attention (Katharopoulos et al. (2020) eq. 6 divides by
+``phi(q_i) . sum_j phi(k_j)``). Log-scales need the denominator (the query's own ``exp(s_i)`` cancels only
+in the ratio), so they are rejected without it.
+
 ``kernel_attention_reference`` computes the same thing with an explicit N x N weight matrix.
 """
 
@@ -46,13 +51,27 @@ def upcast_low_precision(*ts: Tensor) -> tuple[Tensor, ...]:
     return ts
 
 
+def _with_ones(v: Tensor) -> Tensor:
+    """``[v, 1]``: the last column accumulates the denominator alongside the numerator."""
+    return torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
+
+
 def _normalise(num_den: Tensor, eps: float) -> Tensor:
     num, den = num_den[..., :-1], num_den[..., -1:]
     away_from_zero = torch.where(den >= 0, eps, -eps)
     return num / (den + away_from_zero)
 
 
-def _check(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, key_log_scale: Tensor | None) -> None:
+def _check_normalize(where: str, normalize: object, log_scaled: bool) -> None:
+    if not isinstance(normalize, bool):
+        raise ValueError(f"{where}: normalize must be a bool, got {normalize!r}")
+    if log_scaled and not normalize:
+        raise ValueError(f"{where}: log-scales need normalize=True (the query's own scale cancels only in the ratio)")
+
+
+def _check(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, key_log_scale: Tensor | None,
+           normalize: bool) -> None:
+    _check_normalize("kernel_attention", normalize, key_log_scale is not None)
     if q.dim() != 4 or q.shape != k.shape or v.shape[:3] != q.shape[:3]:
         raise ValueError(f"kernel_attention: q, k must be (B, H, N, F) and v (B, H, N, D); got "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
@@ -72,6 +91,7 @@ def kernel_attention(
     key_log_scale: Tensor | None = None,
     chunk_size: int | None = None,
     eps: float = 1e-6,
+    normalize: bool = True,
 ) -> Tensor:
     """Linear-complexity kernel attention.
 
@@ -84,23 +104,25 @@ def kernel_attention(
             is ``exp(key_log_scale) * k`` (see the module docstring).
         chunk_size: causal chunk length C; default :func:`auto_chunk_size`.
         eps: added to the denominator, away from zero.
+        normalize: divide by ``sum_j w_ij`` (default); False gives the bare ``sum_j w_ij v_j``.
 
     Returns: (B, H, N, D) in the dtype of ``v``.
     """
-    _check(q, k, v, key_mask, key_log_scale)
+    _check(q, k, v, key_mask, key_log_scale, normalize)
     if key_log_scale is not None and not causal:
         raise ValueError("kernel_attention: key_log_scale is for the causal form only")
     out_dtype = v.dtype
     q, k, v = upcast_low_precision(q, k, v)
     if key_mask is not None:
         k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
-    v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # last column accumulates the denominator
+    values = _with_ones(v) if normalize else v
     if not causal:
-        out = q @ (k.transpose(-2, -1) @ v1)
+        out = q @ (k.transpose(-2, -1) @ values)
     else:
         scale = None if key_log_scale is None else key_log_scale.to(q.dtype)
-        out = _causal_chunked(q, k, v1, scale, chunk_size or auto_chunk_size(q.shape[2], q.shape[3], v.shape[3]))
-    return _normalise(out, eps).to(out_dtype)
+        out = _causal_chunked(q, k, values, scale,
+                              chunk_size or auto_chunk_size(q.shape[2], q.shape[3], v.shape[3]))
+    return (_normalise(out, eps) if normalize else out).to(out_dtype)
 
 
 def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: int) -> Tensor:
@@ -152,19 +174,22 @@ def kernel_attention_step(
     log_scale: Tensor | None = None,
     prev_log_scale: Tensor | None = None,
     eps: float = 1e-6,
+    normalize: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """One causal step of :func:`kernel_attention`: O(F D), independent of the prefix length.
 
     ``q``, ``k`` (B, H, F) and ``v`` (B, H, D) belong to the new position; ``state`` (B, H, F, D + 1) is
-    ``sum_j phi(k_j) [v_j, 1]^T`` over the prefix (None before the first token). With log-scales the state
+    ``sum_j phi(k_j) [v_j, 1]^T`` over the prefix (None before the first token); with ``normalize=False``
+    it is ``sum_j phi(k_j) v_j^T`` (B, H, F, D) and the output is not divided. With log-scales the state
     is kept relative to the newest one: it is rescaled by ``exp(prev_log_scale - log_scale) <= 1`` before
     the new key is added, exactly as the chunked form does between chunks. Returns (output (B, H, D) in
     the dtype of ``v``, new state).
     """
+    _check_normalize("kernel_attention_step", normalize, log_scale is not None)
     out_dtype = v.dtype
     q, k, v = upcast_low_precision(q, k, v)
-    v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
-    update = k[..., :, None] * v1[..., None, :]
+    values = _with_ones(v) if normalize else v
+    update = k[..., :, None] * values[..., None, :]
     if state is None:
         state = update
     elif log_scale is None:
@@ -172,7 +197,7 @@ def kernel_attention_step(
     else:
         state = state * torch.exp(prev_log_scale - log_scale)[..., None, None] + update
     out = (q[..., None, :] @ state).squeeze(-2)
-    return _normalise(out, eps).to(out_dtype), state
+    return (_normalise(out, eps) if normalize else out).to(out_dtype), state
 
 
 def kernel_attention_reference(
@@ -184,9 +209,10 @@ def kernel_attention_reference(
     key_mask: Tensor | None = None,
     key_log_scale: Tensor | None = None,
     eps: float = 1e-6,
+    normalize: bool = True,
 ) -> Tensor:
     """The same function through the explicit (B, H, N, N) weight matrix w_ij = phi(q_i).phi(k_j)."""
-    _check(q, k, v, key_mask, key_log_scale)
+    _check(q, k, v, key_mask, key_log_scale, normalize)
     out_dtype = v.dtype
     q, k, v = upcast_low_precision(q, k, v)
     n = q.shape[2]
@@ -203,5 +229,7 @@ def kernel_attention_reference(
         w = w * torch.exp(rel)
     w = w.masked_fill(~allowed, 0.0)
     num = w @ v
+    if not normalize:
+        return num.to(out_dtype)
     den = w.sum(dim=-1, keepdim=True)
     return _normalise(torch.cat([num, den], dim=-1), eps).to(out_dtype)
