@@ -286,7 +286,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
             experiment = load_experiment(args.config, sets + extra)
         out = args.out or f"runs/{experiment.name}"
         rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run)
-    except ValueError as error:
+    except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
         raise SystemExit(f"tokenmix compare: {error}") from None
     if rows:
         print(f"\nwrote {out}/config.toml, results.csv, report.md and the plots\n")

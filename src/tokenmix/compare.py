@@ -143,6 +143,7 @@ class _Progress:
     """One line for the whole sweep: runs done, the runs under way (step, latest validation metric), ETA."""
 
     def __init__(self, planned: list[PlannedRun], done: set[str], enabled: bool | None) -> None:
+        # on a terminal the line redraws in place; in a log (not a TTY) tqdm writes it every 30 s
         from tqdm import tqdm
 
         self.total = {p.spec.key: p.total_steps for p in planned}
@@ -153,7 +154,7 @@ class _Progress:
         self.index = {p.spec.key: i for i, p in enumerate(planned, 1)}
         tty = sys.stderr.isatty()
         self.bar = tqdm(total=sum(self.total.values()), initial=sum(self.steps.values()), unit="step",
-                        disable=not (tty if enabled is None else enabled), mininterval=0.5 if tty else 15.0,
+                        disable=enabled is False, mininterval=0.5 if tty else 30.0,
                         dynamic_ncols=True, file=sys.stderr)
 
     def start(self, key: str) -> None:

@@ -213,7 +213,7 @@ def count_table(
     """:func:`count_mixer` for each of ``names`` (default: every registered mixer). ``heads`` applies to the
     multi-head mixers; the others have one head. ``causal=None`` picks each mixer's default mode."""
     if names is None:
-        names = [n for n in list_mixers() if not n.startswith("_")]
+        names = list_mixers()
     if isinstance(names, str):
         raise ValueError(f"count_table: names must be a sequence of mixer names, got the string {names!r}")
     return [count_mixer(n, dim=dim, max_len=max_len, heads=heads if mixer_info(n).multihead else 1, length=length,

@@ -188,7 +188,7 @@ class Experiment:
         already, and it fits the model protocol (the Contextualizer's own network has no place for it)."""
         entries = list(self.mixers)
         wants = self.report.get("baseline", True)
-        if wants and all(e.pattern != (BASELINE,) for e in entries) and self.model["protocol"] != "paper-003":
+        if wants and all(e.names != [BASELINE] for e in entries) and self.model["protocol"] != "paper-003":
             entries.append(MixerEntry(BASELINE, (BASELINE,)))
         return entries
 
@@ -292,7 +292,7 @@ def _entry(item: Any, index: int) -> MixerEntry:
     where = f"mixers[{index}]"
     if isinstance(item, str):
         layer = parse_layer_mixer(item, f"experiment: {where}")
-        return MixerEntry(item, (item,)) if _LABEL.match(item) else MixerEntry(layer.name, (item,))
+        return MixerEntry(item if _LABEL.match(item) else layer.name, (layer.name,), dict(layer.options))
     if not isinstance(item, dict):
         _fail(f"{where} must be a mixer name or a table, got {type(item).__name__}")
     _check_keys(item, _ENTRY_KEYS, where)
@@ -309,6 +309,8 @@ def _entry(item: Any, index: int) -> MixerEntry:
     for key, value in (("options", options), ("model", model)):
         if not isinstance(value, dict):
             _fail(f"{where}.{key} must be a table, got {type(value).__name__}")
+    if len(layers) == 1:  # one mechanism: its inline options join the entry's (the entry's win)
+        return MixerEntry(label, (layers[0].name,), {**dict(layers[0].options), **options}, dict(model))
     return MixerEntry(label, tuple(layer.label for layer in layers), dict(options), dict(model))
 
 
