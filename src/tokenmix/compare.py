@@ -232,6 +232,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
               flush=True)
     bar = _Progress(planned, set(results), progress)
     data = experiment.to_dict()
+    _interrupt_on_sigterm()
     try:
         if isolate:
             _run_pool(todo, data, str(out), threads, jobs, bar, results)
@@ -248,6 +249,18 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     return rows
 
 
+def _interrupt_on_sigterm() -> None:
+    """``kill`` (SIGTERM) stops a sweep like Ctrl-C does, so that its runs are stopped with it (main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        def interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
               results: dict[str, dict[str, Any]]) -> None:
     """Train ``todo`` in fresh spawned processes, ``jobs`` at a time (one run per process)."""
@@ -257,19 +270,34 @@ def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: i
         messages = manager.Queue()
         pending: dict[Future, PlannedRun] = {}
         waiting = list(todo)
-        while waiting or pending:
-            while waiting and len(pending) < jobs:
-                p = waiting.pop(0)
-                pending[pool.submit(run_one, data, p.spec.label, p.spec.seed, out, threads, messages)] = p
-                bar.start(p.spec.key)
-            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            _drain(messages, bar)
-            for future in done:
-                p = pending.pop(future)
-                results[p.spec.key] = future.result()  # a failed run raises here, naming its error
-                bar.finish(p.spec.key, results[p.spec.key]["steps"])
-                print(f"finished {p.spec.key}: {results[p.spec.key]['metric_name']} "
-                      f"{results[p.spec.key]['test_metric']}", file=sys.stderr, flush=True)
+        try:
+            _schedule(pool, waiting, pending, messages, data, out, threads, jobs, bar, results)
+        except BaseException:
+            # interrupted (Ctrl-C, SIGTERM, a failed run): stop the runs under way too, rather than leave them
+            # training as orphans that a re-run would race; their checkpoints let the re-run resume them
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _schedule(pool: ProcessPoolExecutor, waiting: list[PlannedRun], pending: dict[Future, PlannedRun],
+              messages: Any, data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
+              results: dict[str, dict[str, Any]]) -> None:
+    """Keep ``jobs`` runs under way until every run has finished, relaying progress messages to ``bar``."""
+    while waiting or pending:
+        while waiting and len(pending) < jobs:
+            p = waiting.pop(0)
+            pending[pool.submit(run_one, data, p.spec.label, p.spec.seed, out, threads, messages)] = p
+            bar.start(p.spec.key)
+        done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+        _drain(messages, bar)
+        for future in done:
+            p = pending.pop(future)
+            results[p.spec.key] = future.result()  # a failed run raises here, naming its error
+            bar.finish(p.spec.key, results[p.spec.key]["steps"])
+            print(f"finished {p.spec.key}: {results[p.spec.key]['metric_name']} "
+                  f"{results[p.spec.key]['test_metric']}", file=sys.stderr, flush=True)
 
 
 def _drain(messages: Any, bar: _Progress) -> None:
