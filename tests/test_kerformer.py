@@ -25,16 +25,17 @@ def make(seed: int = 0, dtype: torch.dtype = torch.float64, **kw) -> Kerformer:
 
 # ---- fast path == reference ---------------------------------------------------------------------
 CONFIGS = [
-    # (q_act, k_act, se_k, causal, chunk_size)
-    *[(qa, ka, se, False, None) for (qa, ka), se in itertools.product(ACTS, [True, False])],
-    *[(qa, ka, False, True, cs) for (qa, ka), cs in itertools.product(ACTS, [None, 3])],
+    # (q_act, k_act, se_k, sek_input, causal, chunk_size)
+    *[(qa, ka, True, si, False, None) for (qa, ka), si in itertools.product(ACTS, ["keys", "activated"])],
+    *[(qa, ka, False, "keys", False, None) for qa, ka in ACTS],
+    *[(qa, ka, False, "keys", True, cs) for (qa, ka), cs in itertools.product(ACTS, [None, 3])],
 ]
 
 
 @pytest.mark.parametrize("masked", [False, True])
-@pytest.mark.parametrize("q_act,k_act,se_k,causal,chunk_size", CONFIGS)
-def test_fast_matches_reference(q_act, k_act, se_k, causal, chunk_size, masked):
-    m = make(q_act=q_act, k_act=k_act, se_k=se_k, causal=causal, chunk_size=chunk_size)
+@pytest.mark.parametrize("q_act,k_act,se_k,sek_input,causal,chunk_size", CONFIGS)
+def test_fast_matches_reference(q_act, k_act, se_k, sek_input, causal, chunk_size, masked):
+    m = make(q_act=q_act, k_act=k_act, se_k=se_k, sek_input=sek_input, causal=causal, chunk_size=chunk_size)
     torch.manual_seed(1)
     n = 10
     x = torch.randn(3, n, DIM, dtype=torch.float64)
@@ -43,12 +44,13 @@ def test_fast_matches_reference(q_act, k_act, se_k, causal, chunk_size, masked):
 
 
 # ---- padding ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("q_act,k_act,se_k,causal", [
-    (True, True, True, False), (False, True, True, False), (True, False, True, False),
-    (True, True, False, False), (True, True, False, True), (False, False, False, True),
+@pytest.mark.parametrize("q_act,k_act,se_k,causal,sek_input", [
+    (True, True, True, False, "keys"), (False, True, True, False, "keys"), (True, False, True, False, "keys"),
+    (True, True, True, False, "activated"), (True, False, True, False, "activated"),
+    (True, True, False, False, "keys"), (True, True, False, True, "keys"), (False, False, False, True, "keys"),
 ])
-def test_padding_invariance_and_equals_alone(q_act, k_act, se_k, causal):
-    m = make(q_act=q_act, k_act=k_act, se_k=se_k, causal=causal)
+def test_padding_invariance_and_equals_alone(q_act, k_act, se_k, causal, sek_input):
+    m = make(q_act=q_act, k_act=k_act, se_k=se_k, causal=causal, sek_input=sek_input)
     n, lengths = 9, [9, 5, 2]
     mask = lengths_mask(lengths, n)
     torch.manual_seed(2)
@@ -89,22 +91,52 @@ def test_se_k_uses_pre_activation_keys():
     w = m.se_weights(k, None)
     expected = torch.sigmoid(m.se_fc2(m.se_fc1(torch.nn.functional.pad(k.mean(dim=(1, 3)), (0, MAX_LEN - 5)))))
     torch.testing.assert_close(w, expected[:, :5])
+    assert m.se_squeeze(k, None).std(dim=1).min() > 1e-3  # the default squeeze varies along the sequence
+
+
+def test_literal_se_k_pools_the_constant_one_over_head_dim():
+    """sek_input="activated" (§3.5 as written): the squeeze of K' = softmax(K) is 1/head_dim at every real
+    position (0 at padding) for any input, so the SE-K weights depend on the mask only, not on the tokens."""
+    m = make(sek_input="activated")
+    torch.manual_seed(9)
+    n, mask = 9, lengths_mask([9, 5], 9)
+    x, other = torch.randn(2, n, DIM, dtype=torch.float64), 30 * torch.randn(2, n, DIM, dtype=torch.float64)
+    k, k_other = m.qkv_heads(x)[1], m.qkv_heads(other)[1]
+    constant = torch.where(mask, HEADS / DIM, 0.0).to(torch.float64)
+    for keys in (k, k_other):
+        torch.testing.assert_close(m.se_squeeze(keys, mask), constant, rtol=0, atol=1e-15)
+    w = m.se_weights(k, mask)
+    torch.testing.assert_close(m.se_weights(k_other, mask), w, rtol=0, atol=1e-14)
+    pooled = torch.nn.functional.pad(constant, (0, MAX_LEN - n))
+    torch.testing.assert_close(w, torch.sigmoid(m.se_fc2(m.se_fc1(pooled)))[:, :n], rtol=0, atol=1e-14)
+    # the default pools the pre-activation K: its squeeze and weights follow the input
+    default = make()
+    assert (default.se_squeeze(k, mask) - default.se_squeeze(k_other, mask)).abs().max() > 1e-2
+    assert (default.se_squeeze(k, None) - HEADS / DIM).abs().max() > 1e-2
+    assert (default.se_weights(k, mask) - default.se_weights(k_other, mask)).abs().max() > 1e-4
+    # without the activation K' = K, and the two forms coincide
+    plain, literal = make(k_act=False), make(k_act=False, sek_input="activated")
+    torch.testing.assert_close(literal(x, mask), plain(x, mask), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("q_act,k_act", ACTS)
-def test_matches_paper_formula(q_act, k_act):
-    """Independent full computation of eqs. 7-9 with SE-K (pooled from the pre-activation K)."""
-    m = make(q_act=q_act, k_act=k_act)
+@pytest.mark.parametrize("sek_input", ["keys", "activated"])
+def test_matches_paper_formula(q_act, k_act, sek_input):
+    """Independent full computation of eqs. 7-9 with SE-K, pooled from the pre-activation K ("keys") or
+    from K' = phi(K) ("activated")."""
+    m = make(q_act=q_act, k_act=k_act, sek_input=sek_input)
     torch.manual_seed(8)
     n = 7
     x = torch.randn(2, n, DIM, dtype=torch.float64)
     q, k, v = m.qkv_heads(x)
+    k_prime = torch.exp(k) / torch.exp(k).sum(-1, keepdim=True) if k_act else k
     pooled = torch.zeros(2, MAX_LEN, dtype=torch.float64)
-    pooled[:, :n] = m.k_proj(x).mean(dim=-1)  # mean over all heads' features, pre-softmax
+    # mean over all heads' features, of K (pre-softmax) or of K'
+    pooled[:, :n] = m.k_proj(x).mean(dim=-1) if sek_input == "keys" else k_prime.mean(dim=(1, 3))
     se = (pooled @ m.se_fc1.weight.T + m.se_fc1.bias) @ m.se_fc2.weight.T + m.se_fc2.bias  # no ReLU between
     weights = torch.sigmoid(se)[:, :n]
     phi_q = torch.sigmoid(q) if q_act else q
-    phi_k = (torch.exp(k) / torch.exp(k).sum(-1, keepdim=True) if k_act else k) * weights[:, None, :, None]
+    phi_k = k_prime * weights[:, None, :, None]
     num = phi_q @ (phi_k.transpose(-2, -1) @ v)
     den = phi_q @ phi_k.sum(dim=2)[..., None]
     den = den + torch.where(den >= 0, m.eps, -m.eps)
@@ -137,6 +169,18 @@ def test_sequence_longer_than_max_len_raises():
     with pytest.raises(ValueError, match=r"kerformer.*exceeds max_len"):
         m(torch.randn(1, MAX_LEN + 1, DIM, dtype=torch.float64))
     assert m(torch.randn(1, MAX_LEN, DIM, dtype=torch.float64)).shape == (1, MAX_LEN, DIM)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"sek_input": "pooled"}, r"sek_input must be one of \('keys', 'activated'\), got 'pooled'"),
+    ({"sek_input": None}, "sek_input must be one of"), ({"sek_input": "Keys"}, "sek_input must be one of"),
+    ({"sek_input": "activated", "se_k": False}, r"sek_input='activated'.*se_k=True"),
+    ({"sek_input": "activated", "causal": True}, r"sek_input='activated'.*se_k=True"),
+    ({"sek_input": "activated", "causal": True, "se_k": True}, r"causal=True.*se_k=True"),
+])
+def test_bad_sek_input_raises(kw, match):
+    with pytest.raises(ValueError, match=rf"kerformer: {match}"):
+        create_mixer("kerformer", DIM, max_len=MAX_LEN, **kw)
 
 
 def test_causal_with_se_k_raises():
@@ -224,5 +268,6 @@ def test_registry_info():
     info = mixer_info("kerformer")
     assert info.causal and info.bidirectional and info.padding and info.needs_max_len
     assert info.complexity == "O(N d^2)"
-    assert set(info.options) == {"bias", "q_act", "k_act", "se_k", "se_reduction", "chunk_size", "eps"}
+    assert set(info.options) == {"bias", "q_act", "k_act", "se_k", "se_reduction", "sek_input", "chunk_size",
+                                 "eps"}
     assert "7-9" in info.paper and "3.5" in info.paper

@@ -11,6 +11,8 @@ from ..ops.opcounts import OpCounts, elementwise, linear_ops, softmax_ops
 from ..registry import register_mixer
 from .linear import KernelAttentionMixer
 
+_SEK_INPUTS = ("keys", "activated")  # what SE-K pools: the pre-activation K, or K' = phi(K) (§3.5 literally)
+
 
 @register_mixer(
     "kerformer",
@@ -32,18 +34,20 @@ class Kerformer(KernelAttentionMixer):
     ``phi(Q) (phi(K)^T V)`` in O(N d^2) time (non-causal) or by the chunked prefix form of
     :func:`tokenmix.ops.kernel_attention.kernel_attention` (causal; no (N, d, d) tensor).
 
-    SE-K (§3.5): a squeeze-and-excitation block over the *sequence* axis re-weights the rows of
-    ``phi(K)``. Each key row is squeezed to one number, the mean over the whole feature dimension (all
-    heads) of the **pre-activation** K: after the row softmax of eq. 8 every row of a head averages to
-    exactly ``1/head_dim``, so pooling ``phi(K)`` would give a constant and the block would learn nothing
-    input-dependent. The (B, N) vector is zero-padded to ``max_len`` (padded tokens also contribute 0, so
-    padding never influences the weights of real positions, and a right-padded sequence gets the same
-    weights as when run alone), passed through ``Linear(max_len, max_len // se_reduction)``,
-    ``Linear(max_len // se_reduction, max_len)`` with no ReLU in between (the paper removes it, as K is
-    already non-negative) and a sigmoid; the first N weights scale the rows of ``phi(K)`` of every head.
-    This costs O(B max_len^2 / se_reduction), independent of d, and ties the module to ``max_len``:
-    ``se_k=True`` requires ``max_len`` and sequences longer than ``max_len`` are rejected. With
-    ``se_k=False`` no ``max_len`` is needed.
+    SE-K (§3.5): a squeeze-and-excitation block over the *sequence* axis re-weights the rows of ``phi(K)``.
+    Each key row is squeezed to one number, by default the mean over the whole feature dimension (all heads)
+    of the **pre-activation** K (``sek_input="keys"``). §3.5 and its Figure 4 pool the activated ``K'``, but
+    after the row softmax of eq. 8 every row of a head sums to 1, so its mean over the features is exactly
+    ``1/head_dim``: pooling ``K'`` gives the same constant at every position, and the weights then depend on
+    nothing but which positions are real. ``sek_input="activated"`` is that literal form, for ablations (it
+    equals the default when ``k_act=False``, as ``K' = K`` then). The (B, N) vector is zero-padded to
+    ``max_len`` (padded tokens also contribute 0, so padding never influences the weights of real positions,
+    and a right-padded sequence gets the same weights as when run alone), passed through
+    ``Linear(max_len, max_len // se_reduction)``, ``Linear(max_len // se_reduction, max_len)`` with no ReLU
+    in between (the paper removes it, as K is already non-negative) and a sigmoid; the first N weights scale
+    the rows of ``phi(K)`` of every head. This costs O(B max_len^2 / se_reduction), independent of d, and
+    ties the module to ``max_len``: ``se_k=True`` requires ``max_len`` and sequences longer than ``max_len``
+    are rejected. With ``se_k=False`` no ``max_len`` is needed.
 
     Padding: padded keys are zeroed *after* the feature map (inside ``kernel_attention``; the softmax rows
     are positive, so zeroing the inputs would not remove them), so they leave numerator and denominator;
@@ -67,6 +71,9 @@ class Kerformer(KernelAttentionMixer):
         se_k: apply the SE-K re-weighting (§3.5); needs ``max_len``, non-causal only. Default:
             on when bidirectional, off when causal.
         se_reduction: SE-K bottleneck ratio r (hidden width ``max(1, max_len // r)``).
+        sek_input: what SE-K pools per position: ``"keys"`` (default), the pre-activation K, or
+            ``"activated"``, the ``K' = phi(K)`` of eq. 8 as §3.5 writes it (a constant ``1/head_dim`` when
+            ``k_act``). Only with ``se_k=True``.
         chunk_size: causal chunk length (default: about sqrt(head_dim^2)).
         eps: denominator guard (sign-preserving).
     """
@@ -83,6 +90,7 @@ class Kerformer(KernelAttentionMixer):
         k_act: bool = True,
         se_k: bool | None = None,
         se_reduction: int = 4,
+        sek_input: str = "keys",
         chunk_size: int | None = None,
         eps: float = 1e-6,
     ) -> None:
@@ -95,6 +103,10 @@ class Kerformer(KernelAttentionMixer):
         if se_k and causal:
             self._fail("causal=True is unsupported with se_k=True (SE-K mixes all positions, so the weight "
                        "of a key would depend on later tokens); pass se_k=False for causal use")
+        if not isinstance(sek_input, str) or sek_input not in _SEK_INPUTS:
+            self._fail(f"sek_input must be one of {_SEK_INPUTS}, got {sek_input!r}")
+        if sek_input != "keys" and not se_k:
+            self._fail(f"sek_input={sek_input!r} is an SE-K option and needs se_k=True (SE-K is off)")
         if se_k and max_len is None:
             self._fail("se_k=True needs max_len (the SE-K fully-connected layers act on the sequence axis, "
                        "of length max_len); pass max_len or se_k=False")
@@ -102,6 +114,7 @@ class Kerformer(KernelAttentionMixer):
         self.k_act = bool(k_act)
         self.se_k = bool(se_k)
         self.se_reduction = se_reduction
+        self.sek_input = sek_input
         if self.se_k:
             assert max_len is not None
             hidden = max(1, max_len // se_reduction)
@@ -113,24 +126,35 @@ class Kerformer(KernelAttentionMixer):
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, q_act={self.q_act}, k_act={self.k_act}, se_k={self.se_k}, "
-                f"se_reduction={self.se_reduction}")
+                f"se_reduction={self.se_reduction}, sek_input={self.sek_input!r}")
 
-    def se_weights(self, k: Tensor, mask: Tensor | None) -> Tensor:
-        """SE-K weights (B, N) in (0, 1) from the pre-activation keys ``k`` (B, H, N, D), mask (B, N) or None."""
+    def _phi_k(self, k: Tensor) -> Tensor:
+        return torch.softmax(k, dim=-1) if self.k_act else k
+
+    def se_squeeze(self, k: Tensor, mask: Tensor | None, phi_k: Tensor | None = None) -> Tensor:
+        """The SE-K squeeze (B, N) from the pre-activation keys ``k`` (B, H, N, D): per position, the mean over
+        the feature dimension of all heads of ``k`` (``sek_input="keys"``) or of ``phi(k)`` ("activated";
+        ``phi_k`` when given, else computed); 0 at padded positions."""
+        # Pre-activation by default: a softmax row of eq. 8 sums to 1, so its mean is 1/head_dim at every
+        # position and pooling K' (the literal §3.5) leaves the excitation nothing input-dependent to use.
+        source = k if self.sek_input == "keys" else (self._phi_k(k) if phi_k is None else phi_k)
+        squeeze = source.mean(dim=(1, 3))
+        return squeeze if mask is None else squeeze.masked_fill(~mask, 0.0)
+
+    def se_weights(self, k: Tensor, mask: Tensor | None, phi_k: Tensor | None = None) -> Tensor:
+        """SE-K weights (B, N) in (0, 1) from the pre-activation keys ``k`` (B, H, N, D) (and ``phi_k``, see
+        :meth:`se_squeeze`), mask (B, N) or None."""
         assert self.se_fc1 is not None and self.se_fc2 is not None and self.max_len is not None
         n = k.shape[2]
-        squeeze = k.mean(dim=(1, 3))  # (B, N): mean over the feature dimension of all heads
-        if mask is not None:
-            squeeze = squeeze.masked_fill(~mask, 0.0)
-        squeeze = F.pad(squeeze, (0, self.max_len - n))  # positions beyond N contribute 0
+        squeeze = F.pad(self.se_squeeze(k, mask, phi_k), (0, self.max_len - n))  # positions beyond N give 0
         excite = torch.sigmoid(self.se_fc2(self.se_fc1(squeeze)))  # no ReLU between the FCs (§3.5)
         return excite[:, :n]
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
         phi_q = torch.sigmoid(q) if self.q_act else q
-        phi_k = torch.softmax(k, dim=-1) if self.k_act else k
+        phi_k = self._phi_k(k)
         if self.se_k:
-            phi_k = phi_k * self.se_weights(k, mask)[:, None, :, None]
+            phi_k = phi_k * self.se_weights(k, mask, phi_k)[:, None, :, None]
         return phi_q, phi_k, None
 
     # -- operation counts ----------------------------------------------------------------------
@@ -148,10 +172,11 @@ class Kerformer(KernelAttentionMixer):
 
     def _count_se_k(self, length: int) -> OpCounts:
         """SE-K (§3.5) over ``length`` positions: the squeeze, a mean over all ``dim`` entries of each key row
-        (``dim - 1`` additions and 1 division per position); ``se_fc1`` and ``se_fc2`` on the zero-padded
-        ``max_len`` vector (:func:`~tokenmix.ops.opcounts.linear_ops` with their biases: the module computes all
-        ``max_len`` entries whatever ``length``); the sigmoid of the ``max_len`` outputs (1 exp, 1 addition, 1
-        division each); and the scaling of every key feature (``length dim`` multiplications over the heads)."""
+        (``dim - 1`` additions and 1 division per position, whichever ``sek_input``); ``se_fc1`` and ``se_fc2`` on
+        the zero-padded ``max_len`` vector (:func:`~tokenmix.ops.opcounts.linear_ops` with their biases: the module
+        computes all ``max_len`` entries whatever ``length``); the sigmoid of the ``max_len`` outputs (1 exp, 1
+        addition, 1 division each); and the scaling of every key feature (``length dim`` multiplications over the
+        heads)."""
         assert self.se_fc1 is not None and self.se_fc2 is not None
         fc1, fc2 = self.se_fc1, self.se_fc2
         return (elementwise(length, adds=self.dim - 1, divs=1)

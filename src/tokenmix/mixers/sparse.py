@@ -1,21 +1,31 @@
 """Sparse Transformer attention: strided and fixed factorised patterns (Child et al. 2019; survey 002 §4.1).
 
-Query ``i`` attends only to a sparse set of keys ``S_i = A_i^(1) ∪ A_i^(2)`` (002 §4.1, Child et al. 2019
-§4.2-4.3). The two parts of the factorisation are *not* spread over two heads or two layers: every head
-attends to their union in ONE softmax (the "attend to the union" variant, the merged-head form of Child
-et al. §4.3, "merged" attention), ``a(x_i, S_i) = softmax(q_i K_{S_i}^T / sqrt(d)) V_{S_i}``.
+Query ``i`` attends only to a sparse set of keys built from the two factorised index sets ``A_i^(1)`` (the
+local one) and ``A_i^(2)`` (the strided/summary one) of 002 §4.1 and Child et al. 2019 §4.2-4.3, with
+``a(x_i, S_i) = softmax(q_i K_{S_i}^T / sqrt(d)) V_{S_i}``. Child et al. §4.3 give several ways to use the
+two sets; the option ``factorization`` picks one of two:
+
+* ``"merged"`` (default): every head attends to the union ``S_i = A_i^(1) ∪ A_i^(2)`` in ONE softmax
+  (their "merged head" attention);
+* ``"split"``: the heads are divided between the sets (their "multi-head" attention, and 002 §4.1's
+  "p heads with ``S_i = A_i^(m)``", ``p = 2``): the first half of the heads attends only to ``A_i^(1)``, the
+  second half only to ``A_i^(2)``, each in its own softmax. A head whose set is empty for a query (the
+  fixed pattern's ``A_i^(2)`` before the first summary position, or when all its keys are padding)
+  outputs 0 there.
 
 The fast path is computed block-wise, never by masking an N x N score matrix: the sequence is padded
 to a multiple of the stride ``l`` and cut into ``N / l`` blocks of ``l``; each query scores O(l) local keys
-(a band of neighbouring blocks) plus O(N / l) "column" keys (same residue mod ``l`` for the strided
-pattern, the summary positions for the fixed one), so the cost is O(N (l + N / l) d), O(N sqrt(N) d)
-at ``l ~ sqrt(N)``. The reference builds the dense pattern with :func:`sparse_pattern` and masks.
+(a band of neighbouring blocks: ``A^(1)``) and/or O(N / l) "column" keys (same residue mod ``l`` for the
+strided pattern, the summary positions for the fixed one: ``A^(2)``), so the cost is
+O(N (l + N / l) d), O(N sqrt(N) d) at ``l ~ sqrt(N)``. The reference builds the dense sets with
+:func:`sparse_sets` and masks.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -24,53 +34,76 @@ from ..ops.opcounts import OpCounts
 from ..registry import register_mixer
 from .base import QKVMixer
 
-__all__ = ["sparse_pattern", "fast_score_shape", "SparseStridedAttention", "SparseFixedAttention"]
+__all__ = ["sparse_sets", "sparse_pattern", "fast_score_shape", "causal_keys", "SparseStridedAttention",
+           "SparseFixedAttention"]
 
 _KINDS = ("strided", "fixed")
+_PARTS = ("union", "A1", "A2")  # the keys a head attends to: A(1) ∪ A(2), A(1) only, A(2) only
+_FACTORIZATIONS = ("merged", "split")
 
 
-def sparse_pattern(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True,
-                   device: torch.device | str | None = None) -> Tensor:
-    """Dense (N, N) bool matrix, ``[i, j]`` True when query ``i`` may attend to key ``j``.
+def _check(fn: str, kind: str, stride: int, summary: int, part: str = "union") -> None:
+    if kind not in _KINDS:
+        raise ValueError(f"{fn}: kind must be one of {_KINDS}, got {kind!r}")
+    if stride <= 0 or not 1 <= summary <= stride:
+        raise ValueError(f"{fn}: need stride >= 1 and 1 <= summary <= stride, got {stride}, {summary}")
+    if part not in _PARTS:
+        raise ValueError(f"{fn}: part must be one of {_PARTS}, got {part!r}")
+
+
+def sparse_sets(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True,
+                device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+    """The two factorised sets as dense (N, N) bool matrices ``(A1, A2)``, ``[i, j]`` True when ``j`` is in
+    ``A_i^(1)`` (resp. ``A_i^(2)``).
 
     Positions are absolute indices ``0 .. N-1``; ``l = stride``, ``c = summary``.
 
-    * ``"strided"``, causal: ``A(1) = {j : i - l < j <= i}``, ``A(2) = {j <= i : (i - j) mod l = 0}``;
-      bidirectional: ``|i - j| < l`` or ``(i - j) mod l = 0``.
-    * ``"fixed"``, causal: ``A(1) = {j <= i : floor(j / l) = floor(i / l)}``,
+    * ``"strided"`` (Child et al. 2019 §4.2; 002 §4.1), causal: ``A(1) = {max(0, i - l), ..., i}``,
+      ``A(2) = {j <= i : (i - j) mod l = 0}``; bidirectional: ``|i - j| <= l`` and ``(i - j) mod l = 0``.
+    * ``"fixed"`` (Child et al. §4.3), causal: ``A(1) = {j <= i : floor(j / l) = floor(i / l)}``,
       ``A(2) = {j <= i : j mod l in {l - c, ..., l - 1}}``; bidirectional: the whole current block, and the
       summary positions of every block.
 
-    Child et al. write ``A(1) = {max(0, i - l), ..., i}`` (l + 1 positions); the extra key ``i - l`` is in
-    ``A(2)`` anyway, so the union (all this module uses) is the same.
+    (The key ``i - l`` of the strided ``A(1)`` also lies in ``A(2)``; with ``factorization="merged"`` only
+    the union matters, with ``"split"`` both halves of the heads see it.)
     """
-    if kind not in _KINDS:
-        raise ValueError(f"sparse_pattern: kind must be one of {_KINDS}, got {kind!r}")
-    if stride <= 0 or not 1 <= summary <= stride:
-        raise ValueError(f"sparse_pattern: need stride >= 1 and 1 <= summary <= stride, got {stride}, {summary}")
+    _check("sparse_sets", kind, stride, summary)
     pos = torch.arange(n, device=device)
     i, j = pos[:, None], pos[None, :]
     if kind == "strided":
         d = i - j
-        local = (d >= 0) & (d < stride) if causal else d.abs() < stride
-        allowed = local | (torch.remainder(d, stride) == 0)
+        a1 = (d >= 0) & (d <= stride) if causal else d.abs() <= stride
+        a2 = torch.remainder(d, stride) == 0
     else:
-        allowed = (i // stride == j // stride) | (torch.remainder(j, stride) >= stride - summary)
+        a1 = i // stride == j // stride
+        a2 = (torch.remainder(j, stride) >= stride - summary).expand(n, n)
     if causal:
-        allowed &= j <= i
-    return allowed
+        a1, a2 = a1 & (j <= i), a2 & (j <= i)
+    return a1, a2
 
 
-def fast_score_shape(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True) -> tuple[int, int, int]:
-    """Shape ``(N / l blocks, l queries per block, keys scored per query)`` of the one score tensor the
-    fast path evaluates per (batch, head); its product is the number of (query, key) scores computed,
-    ``ceil(N / l) l (w l + ceil(N / l) [c])`` with ``w`` = 2 (strided causal), 3 (strided bidir), 1 (fixed)."""
+def sparse_pattern(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True,
+                   device: torch.device | str | None = None, part: str = "union") -> Tensor:
+    """Dense (N, N) bool matrix, ``[i, j]`` True when query ``i`` may attend to key ``j`` in ``part``:
+    ``"union"`` (``A_i^(1) ∪ A_i^(2)``, what every head uses with ``factorization="merged"``), ``"A1"`` or
+    ``"A2"`` (the sets of :func:`sparse_sets`)."""
+    _check("sparse_pattern", kind, stride, summary, part)
+    a1, a2 = sparse_sets(n, kind, stride, summary, causal, device)
+    return {"union": a1 | a2, "A1": a1, "A2": a2}[part]
+
+
+def fast_score_shape(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True,
+                     part: str = "union") -> tuple[int, int, int]:
+    """Shape ``(N / l blocks, l queries per block, keys scored per query)`` of the score tensor the fast
+    path evaluates per (batch, head) attending to ``part``; its product is the number of (query, key) scores
+    computed: ``ceil(N / l) l (w l + ceil(N / l) [c])`` for the union with ``w`` = 2 (strided causal),
+    3 (strided bidir), 1 (fixed); the ``w l`` band alone for ``"A1"``; the ``ceil(N / l) [c]`` column alone
+    for ``"A2"``."""
+    _check("fast_score_shape", kind, stride, summary, part)
     nb = -(-n // stride)
-    if kind == "strided":
-        return nb, stride, (2 if causal else 3) * stride + nb
-    if kind == "fixed":
-        return nb, stride, stride + nb * summary
-    raise ValueError(f"fast_score_shape: kind must be one of {_KINDS}, got {kind!r}")
+    band = ((2 if causal else 3) if kind == "strided" else 1) * stride
+    column = nb * (summary if kind == "fixed" else 1)
+    return nb, stride, {"union": band + column, "A1": band, "A2": column}[part]
 
 
 def _band(t: Tensor, before: int, after: int) -> Tensor:
@@ -85,38 +118,68 @@ def _band(t: Tensor, before: int, after: int) -> Tensor:
 
 
 @functools.lru_cache(maxsize=4096)
-def causal_keys(kind: str, stride: int, summary: int, t: int) -> Tensor:
-    """The keys query ``t`` sees in the causal pattern (cached: decoding asks for each position per layer)."""
+def causal_keys(kind: str, stride: int, summary: int, t: int, part: str = "union") -> Tensor:
+    """The keys query ``t`` sees in the causal pattern, ``part`` as in :func:`sparse_pattern` (cached:
+    decoding asks for each position per layer). ``"A2"`` of the fixed pattern can be empty."""
+    _check("causal_keys", kind, stride, summary, part)
     if kind == "strided":
+        if part == "A1":
+            return torch.arange(max(0, t - stride), t + 1)
+        if part == "A2":
+            return torch.arange(t % stride, t + 1, stride)
         start = max(0, t - stride + 1)
         far = torch.arange(t % stride, max(start, t % stride), stride)
     else:
         start = (t // stride) * stride
-        far = (torch.arange(t // stride)[:, None] * stride + torch.arange(stride - summary, stride)[None, :]).flatten()
+        if part == "A1":
+            return torch.arange(start, t + 1)
+        blocks = t // stride + (1 if part == "A2" else 0)  # A2: the current block's summaries <= t too
+        far = (torch.arange(blocks)[:, None] * stride + torch.arange(stride - summary, stride)[None, :]).flatten()
+        if part == "A2":
+            return far[far <= t]
     return torch.cat([far, torch.arange(start, t + 1)])
 
 
+def softmax_or_zero(masked_scores: Tensor, has_key: Tensor) -> Tensor:
+    """Softmax over the last axis of scores already set to -inf where not allowed; a row with no allowed
+    entry (``has_key`` False) gives zeros, with zero gradient (never NaN): attending to an empty set of keys
+    contributes nothing."""
+    return masked_scores.masked_fill(~has_key, 0.0).softmax(dim=-1).masked_fill(~has_key, 0.0)
+
+
+# One block-wise piece of attention: raw scores (B, H, nb, l, K), which of them are allowed (broadcastable,
+# no head axis) and how to turn probabilities of that shape into outputs (B, H, nb, l, D).
+_Part = tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]
+
+
 class _SparseAttention(QKVMixer):
-    """Shared machinery; subclasses set ``kind`` and are registered."""
+    """Shared machinery; subclasses set ``kind``, define the local band and the column part, and are
+    registered."""
 
     kind: str = ""
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
-                 stride: int | None, summary: int) -> None:
+                 stride: int | None, summary: int, factorization: str) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
         if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
             self._fail(f"stride must be a positive int or None (auto), got {stride!r}")
         if isinstance(summary, bool) or not isinstance(summary, int) or summary <= 0:
             self._fail(f"summary must be a positive int, got {summary!r}")
+        if not isinstance(factorization, str) or factorization not in _FACTORIZATIONS:
+            self._fail(f"factorization must be one of {_FACTORIZATIONS}, got {factorization!r}")
+        if factorization == "split" and num_heads % 2:
+            self._fail(f"factorization='split' needs an even num_heads >= 2 (the first half of the heads attends "
+                       f"to A(1), the second half to A(2)), got num_heads={num_heads}")
         self.stride = stride
         self.summary = summary
+        self.factorization = factorization
         fixed_stride = self._stride_for(max_len) if (stride is not None or max_len is not None) else None
         if fixed_stride is not None and summary > fixed_stride:
             self._fail(f"summary={summary} exceeds the stride (block length) {fixed_stride}")
 
     def extra_repr(self) -> str:
         extra = f", summary={self.summary}" if self.kind == "fixed" else ""
-        return f"{super().extra_repr()}, stride={self.stride}{extra}"
+        return f"{super().extra_repr()}, stride={self.stride}{extra}, factorization={self.factorization!r}"
 
     # -- the pattern ----------------------------------------------------------------------------
     def _stride_for(self, n: int | None) -> int:
@@ -128,17 +191,30 @@ class _SparseAttention(QKVMixer):
         return max(1, round(math.sqrt(ref)))
 
     def _summary_for(self, stride: int) -> int:
-        return min(self.summary, stride) if self.kind == "fixed" else 1
+        return 1
 
-    def pattern(self, n: int, device: torch.device | str | None = None) -> Tensor:
-        """The (N, N) bool pattern this mixer uses for length ``n`` (see :func:`sparse_pattern`)."""
-        stride = self._stride_for(n)
-        return sparse_pattern(n, self.kind, stride, self._summary_for(stride), self.causal, device)
+    def head_parts(self) -> tuple[tuple[str, int], ...]:
+        """``(part, number of heads)`` in head order: every head on the union ("merged"), or the first half
+        on ``A1`` and the second half on ``A2`` ("split")."""
+        if self.factorization == "merged":
+            return (("union", self.num_heads),)
+        return (("A1", self.num_heads // 2), ("A2", self.num_heads // 2))
 
-    def score_shape(self, n: int) -> tuple[int, int, int]:
-        """Per-(batch, head) shape of the score tensor the fast path evaluates at length ``n``."""
+    def pattern(self, n: int, device: torch.device | str | None = None, part: str = "union") -> Tensor:
+        """The (N, N) bool pattern of ``part`` this mixer uses for length ``n`` (see :func:`sparse_pattern`)."""
         stride = self._stride_for(n)
-        return fast_score_shape(n, self.kind, stride, self._summary_for(stride), self.causal)
+        return sparse_pattern(n, self.kind, stride, self._summary_for(stride), self.causal, device, part)
+
+    def head_patterns(self, n: int, device: torch.device | str | None = None) -> Tensor:
+        """(H, N, N) bool: the keys each head may attend to at length ``n`` (before key padding)."""
+        return torch.cat([self.pattern(n, device, part).expand(g, n, n) for part, g in self.head_parts()])
+
+    def score_shapes(self, n: int) -> dict[str, tuple[int, int, int]]:
+        """Per part of :meth:`head_parts`: the per-(batch, head) shape of the score tensor the fast path
+        evaluates at length ``n``."""
+        stride = self._stride_for(n)
+        return {part: fast_score_shape(n, self.kind, stride, self._summary_for(stride), self.causal, part)
+                for part, _ in self.head_parts()}
 
     # -- attention ------------------------------------------------------------------------------
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
@@ -150,84 +226,92 @@ class _SparseAttention(QKVMixer):
         return out.to(out_dtype)
 
     def _reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        """Dense N x N: scores masked by pattern & key padding, diagonal always allowed (so a padded query,
-        whose output is discarded, never has an empty row), softmax, times V."""
-        n = q.shape[2]
-        allowed = self.pattern(n, q.device)
+        """Dense N x N: scores masked by each head's pattern & key padding, softmax (an empty row gives 0),
+        times V."""
+        allowed = self.head_patterns(q.shape[2], q.device)  # (H, N, N)
         if mask is not None:
             allowed = allowed & mask[:, None, None, :]
-        allowed = allowed | torch.eye(n, dtype=torch.bool, device=q.device)
         scores = (q @ k.transpose(-2, -1)).masked_fill(~allowed, float("-inf"))
-        return scores.softmax(dim=-1) @ v
+        return softmax_or_zero(scores, allowed.any(dim=-1, keepdim=True)) @ v
 
     def _blockwise(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b, h, n, d = q.shape
         stride = self._stride_for(n)
-        summary = self._summary_for(stride)
         nb = -(-n // stride)
         m = nb * stride
-        dev = q.device
         if m != n:
             q, k, v = (torch.cat([t, t.new_zeros(b, h, m - n, d)], dim=2) for t in (q, k, v))
-        real = torch.arange(m, device=dev) < n
+        real = torch.arange(m, device=q.device) < n
         real = real[None, :] if mask is None else torch.cat([mask, mask.new_zeros(b, m - n)], dim=1) & real
         rb = real.view(real.shape[0], nb, stride)  # (B|1, nb, l) key is real
-        qb, kb, vb = (t.view(b, h, nb, stride, d) for t in (q, k, v))
-        r = torch.arange(stride, device=dev)[:, None]  # query offset in its block
-        blk = torch.arange(nb, device=dev)
-        neg_inf = float("-inf")
+        blocks = [t.view(b, h, nb, stride, d) for t in (q, k, v)]
+        outs, shapes, first = [], {}, 0
+        for part, g in self.head_parts():
+            qb, kb, vb = (t[:, first:first + g] for t in blocks)
+            first += g
+            pieces = []
+            if part != "A2":
+                pieces.append(self._local(qb, kb, vb, rb, part))
+            if part != "A1":
+                pieces.append(self._column(qb, kb, vb, rb, own_block=part == "A2"))
+            # one softmax per head over its keys
+            scores = torch.cat([s.masked_fill(~a[:, None], float("-inf")) for s, a, _ in pieces], dim=-1)
+            shapes[part] = tuple(scores.shape)
+            if part == "A2":  # the one set that can be empty (fixed pattern, causal; or all keys padding)
+                p = softmax_or_zero(scores, pieces[0][1][:, None].any(dim=-1, keepdim=True))
+            else:  # the local band always allows the query's own position: no empty row
+                p = scores.softmax(dim=-1)
+            p = p.split([s.shape[-1] for s, _, _ in pieces], dim=-1)
+            out = sum(apply(p_piece) for (_, _, apply), p_piece in zip(pieces, p))
+            outs.append(out)
+        self.last_score_shapes = shapes  # part -> (B, heads, nb, l, keys per query): for the cost tests
+        return torch.cat(outs, dim=1).reshape(b, h, m, d)[:, :, :n]
 
-        # Local part: a band of whole blocks around the query's block.
-        before, after = (1, 0 if self.causal else 1) if self.kind == "strided" else (0, 0)
+    def _local(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, part: str) -> _Part:
+        """The band of whole blocks around each query's block, with the local set of ``part`` allowed
+        (``A1``; for the union, ``A1`` minus what :meth:`_column` covers)."""
+        before, after = self._band_blocks()
+        stride = rb.shape[-1]
         k_loc, v_loc = _band(kb, before, after), _band(vb, before, after)
         real_loc = _band(rb[..., None], before, after)[..., 0]  # (B|1, nb, W)
-        c = torch.arange((before + 1 + after) * stride, device=dev)[None, :]
-        rel = r + before * stride - c  # i - j for query offset r, band column c
-        if self.kind == "strided":
-            pat_loc = (rel >= 0) & (rel < stride) if self.causal else rel.abs() < stride
-        else:
-            pat_loc = rel >= 0 if self.causal else torch.ones_like(rel, dtype=torch.bool)
-        allowed_loc = (pat_loc & real_loc[:, :, None, :]) | (rel == 0)  # (B|1, nb, l, W)
-        s_loc = (qb @ k_loc.transpose(-2, -1)).masked_fill(~allowed_loc[:, None], neg_inf)
+        c = torch.arange((before + 1 + after) * stride, device=qb.device)[None, :]
+        rel = torch.arange(stride, device=qb.device)[:, None] + before * stride - c  # i - j (query r, column c)
+        # The diagonal, in A(1) anyway, stays allowed for a padded query too (its output is discarded).
+        allowed = (self._local_allowed(rel, stride, part) & real_loc[:, :, None, :]) | (rel == 0)  # (B|1,nb,l,W)
+        return qb @ k_loc.transpose(-2, -1), allowed, lambda p: p @ v_loc
 
-        # Far part: whole other blocks only (keys in the query's own block are local, counted once there).
-        far_blocks = blk[None, :] < blk[:, None] if self.causal else blk[None, :] != blk[:, None]  # (nb_q, nb_k)
-        if self.kind == "strided":
-            # Same residue mod l: per residue r, queries of every block against keys of every block.
-            qr, kr, vr = (t.transpose(-3, -2) for t in (qb, kb, vb))  # (B, H, l, nb, D)
-            allowed_far = far_blocks & rb.transpose(-2, -1)[:, :, None, :]  # (B|1, l, nb_q, nb_k)
-            s_far = (qr @ kr.transpose(-2, -1)).masked_fill(~allowed_far[:, None], neg_inf)
-            s_far = s_far.transpose(-3, -2)  # (B, H, nb_q, l, nb_k)
-        else:
-            # Summary keys: the last c positions of every block, shared by all queries of a block.
-            ks = kb[..., stride - summary:, :].reshape(b, h, nb * summary, d)
-            vs = vb[..., stride - summary:, :].reshape(b, h, nb * summary, d)
-            real_s = rb[..., stride - summary:].reshape(rb.shape[0], nb * summary)
-            allowed_far = far_blocks.repeat_interleave(summary, dim=1) & real_s[:, None, :]  # (B|1, nb_q, S)
-            s_far = (qb @ ks[:, :, None].transpose(-2, -1)).masked_fill(~allowed_far[:, None, :, None, :], neg_inf)
+    def _band_blocks(self) -> tuple[int, int]:
+        """How many blocks before and after the query's own the local band spans."""
+        raise NotImplementedError
 
-        scores = torch.cat([s_loc, s_far], dim=-1)  # one softmax over the union
-        self.last_score_shape = tuple(scores.shape)  # (B, H, nb, l, keys per query): for the cost tests
-        p = scores.softmax(dim=-1)
-        p_loc, p_far = p[..., :s_loc.shape[-1]], p[..., s_loc.shape[-1]:]
-        out = p_loc @ v_loc
-        if self.kind == "strided":
-            out = out + (p_far.transpose(-3, -2) @ vr).transpose(-3, -2)
-        else:
-            out = out + p_far @ vs[:, :, None]
-        return out.reshape(b, h, m, d)[:, :, :n]
+    def _local_allowed(self, rel: Tensor, stride: int, part: str) -> Tensor:
+        """From ``rel = i - j`` over the band: which keys are in the local set of ``part``."""
+        raise NotImplementedError
+
+    def _column(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, own_block: bool) -> _Part:
+        """The ``A2`` keys of whole other blocks (earlier ones when causal), and of the query's own block
+        too when ``own_block`` (for the union those are local, counted once there)."""
+        raise NotImplementedError
+
+    def _column_order(self, q_blk: Tensor, k_blk: Tensor, own: Tensor | bool) -> Tensor:
+        """Which column keys a query sees, by block index: those of earlier (causal) or other
+        (bidirectional) blocks, and those of its own block where ``own`` (False for the union, whose
+        own-block keys are local)."""
+        other = k_blk < q_blk if self.causal else k_blk != q_blk
+        return other | ((k_blk == q_blk) & own)
 
     # -- incremental decoding -------------------------------------------------------------------
-    def _allowed_keys(self, t: int, device: torch.device) -> Tensor:
-        """Indices of the keys position ``t`` attends to (causal pattern), O(l + t / l) of them."""
-        return causal_keys(self.kind, self._stride_for(None), self.summary, t).to(device)
-
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         if self.stride is None and self.max_len is None:
             self._fail("incremental decoding needs a fixed stride: create the mixer with an explicit `stride` "
                        "(or with max_len, which fixes the automatic stride to round(sqrt(max_len)))")
         empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
         return {"k": empty, "v": empty.clone(), "t": torch.zeros((), dtype=torch.long, device=device)}
+
+    def _allowed_keys(self, t: int, part: str = "union") -> Tensor:
+        """Indices of the keys position ``t`` attends to in ``part`` (causal), O(l + t / l) of them."""
+        stride = self._stride_for(None)
+        return causal_keys(self.kind, stride, self._summary_for(stride), t, part)
 
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         t = state["k"].shape[2]
@@ -236,65 +320,86 @@ class _SparseAttention(QKVMixer):
         q, k_new, v_new = self.qkv_heads(x_t[:, None])
         k = torch.cat([state["k"], k_new.to(state["k"].dtype)], dim=2)
         v = torch.cat([state["v"], v_new.to(state["v"].dtype)], dim=2)
-        idx = self._allowed_keys(t, k.device)
-        kk, vv = k[:, :, idx], v[:, :, idx]  # every one of them is allowed
-        out_dtype = vv.dtype
-        if any(z.dtype in (torch.float16, torch.bfloat16) for z in (q, kk, vv)):
-            q, kk, vv = q.float(), kk.float(), vv.float()
-        scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ kk.transpose(-2, -1)
-        out = (scores.softmax(dim=-1) @ vv).to(out_dtype)  # (B, H, 1, D)
+        outs, first = [], 0
+        for part, g in self.head_parts():
+            heads = slice(first, first + g)
+            first += g
+            idx = self._allowed_keys(t, part).to(k.device)
+            qq, kk, vv = q[:, heads], k[:, heads][:, :, idx], v[:, heads][:, :, idx]  # every key allowed
+            if any(z.dtype in (torch.float16, torch.bfloat16) for z in (qq, kk, vv)):
+                qq, kk, vv = qq.float(), kk.float(), vv.float()
+            if len(idx) == 0:  # an empty set contributes nothing
+                outs.append(qq.new_zeros(qq.shape))
+                continue
+            scores = (qq * (1.0 / math.sqrt(qq.shape[-1]))) @ kk.transpose(-2, -1)
+            outs.append(scores.softmax(dim=-1) @ vv)  # (B, g, 1, D)
+        out = torch.cat(outs, dim=1).to(v.dtype)
         y = self.proj(out.transpose(1, 2).reshape(x_t.shape[0], self.dim))
         return y, {"k": k, "v": v, "t": state["t"] + 1}
 
     # -- operation counts ----------------------------------------------------------------------
     def _count_pairs(self, pairs: int, queries: int) -> OpCounts:
-        """One head, ``queries`` queries with ``pairs`` allowed (query, key) pairs in all, counted as softmax
-        attention (004 Table 3, :func:`~tokenmix.ops.opcounts.attention_pairs_ops`) restricted to the pattern:
-        per pair a score (``D`` multiplications, ``D - 1`` additions), an exp, an addition into the softmax
-        sum, a normalising division and a weighted value row (``D`` multiplications, ``D`` additions but for
-        each query's first key); but the ``1 / sqrt(D)`` scaling is applied, as this module does, to the
-        query (``D`` divisions per query) rather than to each score. Only allowed pairs are counted: the
-        block-wise fast path also scores masked-out keys of its bands (up to about twice as many scores,
-        :meth:`score_shape`), which ``FlopCounterMode`` sees."""
+        """One head, ``queries`` queries (those with at least one key) with ``pairs`` allowed (query, key)
+        pairs in all, counted as softmax attention (004 Table 3,
+        :func:`~tokenmix.ops.opcounts.attention_pairs_ops`) restricted to the pattern: per pair a score
+        (``D`` multiplications, ``D - 1`` additions), an exp, an addition into the softmax sum, a normalising
+        division and a weighted value row (``D`` multiplications, ``D`` additions but for each query's first
+        key); but the ``1 / sqrt(D)`` scaling is applied, as this module does, to the query (``D`` divisions
+        per query) rather than to each score. Only allowed pairs are counted: the block-wise fast path also
+        scores masked-out keys of its bands (up to about twice as many scores, :meth:`score_shapes`), which
+        ``FlopCounterMode`` sees. A query with no key (the fixed pattern's empty ``A2``) costs nothing."""
         e = self.head_dim
         return OpCounts(mults=2 * pairs * e, adds=2 * pairs * e - queries * (e + 1), divs=pairs + queries * e,
                         exps=pairs)
 
-    def _count_attend(self, length: int) -> OpCounts:
-        """The pattern's allowed pairs at this length (:meth:`pattern`; O(l sqrt(l)) of them at the automatic
-        stride ``~ sqrt(l)``), each query's own position included, through :meth:`_count_pairs`."""
-        return self._count_pairs(int(self.pattern(length).sum()), length)
+    def _count_attend(self, length: int, part: str = "union") -> OpCounts:
+        """One head attending to ``part``: the pattern's allowed pairs at this length (:meth:`pattern`;
+        O(l sqrt(l)) of them at the automatic stride ``~ sqrt(l)``), through :meth:`_count_pairs`."""
+        allowed = self.pattern(length, part=part)
+        return self._count_pairs(int(allowed.sum()), int(allowed.any(dim=-1).sum()))
 
-    def _count_attend_step(self, t: int) -> OpCounts:
-        """The newest query (position ``t - 1``, 0-based) over its allowed cached keys (``_allowed_keys``:
-        ``O(l + t / l)`` of them), through :meth:`_count_pairs`; needs a fixed stride, as decoding does."""
+    def _count_ops(self, length: int) -> OpCounts:
+        """The four projections plus, per part of :meth:`head_parts`, its heads times :meth:`_count_attend`:
+        with ``factorization="split"`` each head scores only its own set."""
+        return sum((g * self._count_attend(length, part) for part, g in self.head_parts()),
+                   self._count_projections(length))
+
+    def _count_attend_step(self, t: int, part: str = "union") -> OpCounts:
+        """The newest query (position ``t - 1``, 0-based) over its allowed cached keys of ``part``
+        (``_allowed_keys``: ``O(l + t / l)`` of them), through :meth:`_count_pairs`; needs a fixed stride, as
+        decoding does."""
         if self.stride is None and self.max_len is None:
             self._fail("incremental counts need a fixed stride: create the mixer with an explicit `stride` "
                        "(or with max_len, which fixes the automatic stride to round(sqrt(max_len)))")
-        return self._count_pairs(len(self._allowed_keys(t - 1, torch.device("cpu"))), 1)
+        keys = len(self._allowed_keys(t - 1, part))
+        return self._count_pairs(keys, int(keys > 0))
+
+    def _count_step_ops(self, t: int) -> OpCounts:
+        """The four projections of the new token plus, per part of :meth:`head_parts`, its heads times
+        :meth:`_count_attend_step`."""
+        return sum((g * self._count_attend_step(t, part) for part, g in self.head_parts()),
+                   self._count_projections(1))
 
 
-_PAPER = ("Child et al. (2019) §4.2-4.3, factorised attention A_i^(1) ∪ A_i^(2) in one softmax; "
-          "survey 002 §4.1 (Sparse Transformer)")
-
+_PAPER = ("Child et al. (2019) §4.2-4.3, factorised attention A_i^(1), A_i^(2): their union in one softmax, or "
+          "split over heads; survey 002 §4.1 (Sparse Transformer)")
 
 @register_mixer("sparse_strided", paper=_PAPER, complexity="O(N sqrt(N) d)", causal=True, recurrent=True)
 class SparseStridedAttention(_SparseAttention):
-    """Sparse Transformer, strided pattern (Child et al. 2019 §4.2-4.3; 002 §4.1), attending to the union.
+    """Sparse Transformer, strided pattern (Child et al. 2019 §4.2-4.3; 002 §4.1).
 
-    Query ``i`` attends, in one softmax, to ``A_i^(1) ∪ A_i^(2)`` with (causal)
-    ``A_i^(1) = {j : i - l < j <= i}`` (the previous ``l`` positions, itself included) and
-    ``A_i^(2) = {j <= i : (i - j) mod l = 0}`` (every ``l``-th position before it); bidirectionally the
-    symmetric sets ``|i - j| < l`` and ``(i - j) mod l = 0``. (002/Child et al. write
-    ``A_i^(1) = {max(0, i - l), ..., i}``; the extra position ``i - l`` lies in ``A_i^(2)``, so the union is
-    the same.) Child et al. split the two sets over heads or layers; here each head attends to their union
-    (their "merged" variant).
+    With stride ``l``, (causal) ``A_i^(1) = {max(0, i - l), ..., i}`` (the previous ``l`` positions and
+    itself) and ``A_i^(2) = {j <= i : (i - j) mod l = 0}`` (every ``l``-th position before it);
+    bidirectionally the symmetric sets ``|i - j| <= l`` and ``(i - j) mod l = 0``. By default each head
+    attends to their union (Child et al.'s "merged" variant); ``factorization="split"`` gives half of the
+    heads each set.
 
-    Fast path: blocks of ``l``; the local part is an ``l x 2l`` band per block (``l x 3l`` bidirectional)
-    and the strided part, for each residue ``r = i mod l``, scores the ``N / l`` keys of that residue; the
-    two score sets are concatenated (key ``i`` itself, in both sets, is counted once) into one softmax.
-    Cost O(N (l + N / l) d) = O(N sqrt(N) d) at ``l ~ sqrt(N)``. The reference masks a dense N x N matrix
-    with :func:`sparse_pattern`.
+    Fast path: blocks of ``l``; the local part (``A(1)``) is an ``l x 2l`` band per block (``l x 3l``
+    bidirectional) and the strided part (``A(2)``), for each residue ``r = i mod l``, scores the ``N / l``
+    keys of that residue. Merged, the two score sets are concatenated into one softmax (the band then
+    leaves ``i - l`` to the strided part, so every key is scored once); split, each half of the heads
+    scores only its own part. Cost O(N (l + N / l) d) = O(N sqrt(N) d) at ``l ~ sqrt(N)``. The reference
+    masks a dense N x N matrix with :func:`sparse_sets`.
 
     Positions are absolute indices ``0 .. N-1``; padding is supported with padded keys excluded, and a
     right-padded row gives what it gives alone (left padding shifts the positions, hence the pattern).
@@ -304,6 +409,9 @@ class SparseStridedAttention(_SparseAttention):
             ``round(sqrt(N))`` at call time (then the pattern depends on the padded length, so "a padded row
             equals the row alone" only holds with an explicit stride or max_len). Decoding with
             ``init_state``/``step`` needs an explicit stride or max_len.
+        factorization: how the heads use the two sets (Child et al. 2019 §4.3). ``"merged"`` (default):
+            every head attends to ``A(1) ∪ A(2)`` in one softmax. ``"split"``: the first half of the heads
+            attends only to ``A(1)``, the second half only to ``A(2)``; needs an even ``num_heads``.
         bias: biases in the Q/K/V/out projections (default False: ``4 dim^2`` parameters).
     """
 
@@ -317,27 +425,46 @@ class SparseStridedAttention(_SparseAttention):
         causal: bool = False,
         max_len: int | None = None,
         stride: int | None = None,
+        factorization: str = "merged",
         bias: bool = False,
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, stride=stride,
-                         summary=1)
+                         summary=1, factorization=factorization)
+
+    def _band_blocks(self) -> tuple[int, int]:
+        return 1, 0 if self.causal else 1
+
+    def _local_allowed(self, rel: Tensor, stride: int, part: str) -> Tensor:
+        reach = stride if part == "A1" else stride - 1  # the union leaves |i - j| = l to the strided part
+        return (rel >= 0) & (rel <= reach) if self.causal else rel.abs() <= reach
+
+    def _column(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, own_block: bool) -> _Part:
+        # Same residue mod l: per residue r, queries of every block against keys of every block.
+        qr, kr, vr = (t.transpose(-3, -2) for t in (qb, kb, vb))  # (B, H, l, nb, D)
+        blk = torch.arange(rb.shape[-2], device=qb.device)
+        order = self._column_order(blk[:, None], blk[None, :], own_block)  # own block: key i itself only
+        allowed = order & rb.transpose(-2, -1)[:, :, None, :]  # (B|1, l, nb_q, nb_k)
+        scores = (qr @ kr.transpose(-2, -1)).transpose(-3, -2)  # (B, H, nb_q, l, nb_k)
+        return scores, allowed.transpose(-3, -2), lambda p: (p.transpose(-3, -2) @ vr).transpose(-3, -2)
 
 
 @register_mixer("sparse_fixed", paper=_PAPER, complexity="O(N sqrt(N) d)", causal=True, recurrent=True)
 class SparseFixedAttention(_SparseAttention):
-    """Sparse Transformer, fixed pattern (Child et al. 2019 §4.3; 002 §4.1), attending to the union.
+    """Sparse Transformer, fixed pattern (Child et al. 2019 §4.3; 002 §4.1).
 
-    With block length ``l`` and ``c`` summary positions per block, query ``i`` attends, in one softmax,
-    to ``A_i^(1) ∪ A_i^(2)`` with (causal) ``A_i^(1) = {j <= i : floor(j / l) = floor(i / l)}`` (its block up
-    to itself) and ``A_i^(2) = {j <= i : j mod l in {l - c, ..., l - 1}}`` (the last ``c`` positions of
-    every block; of the current block only those ``<= i``); bidirectionally ``A_i^(1)`` is the whole
-    current block and ``A_i^(2)`` the summary positions of every block. Child et al. split the two sets
-    over heads; here each head attends to their union.
+    With block length ``l`` and ``c`` summary positions per block, (causal)
+    ``A_i^(1) = {j <= i : floor(j / l) = floor(i / l)}`` (its block up to itself) and
+    ``A_i^(2) = {j <= i : j mod l in {l - c, ..., l - 1}}`` (the last ``c`` positions of every block; of the
+    current block only those ``<= i``); bidirectionally ``A_i^(1)`` is the whole current block and
+    ``A_i^(2)`` the summary positions of every block. By default each head attends to their union;
+    ``factorization="split"`` gives half of the heads each set (causally, a query before the first summary
+    position then has an empty ``A(2)``, and those heads output 0 for it).
 
-    Fast path: blocks of ``l``; an ``l x l`` score block per block plus the ``(N / l) c`` summary keys of
-    the other blocks (summary keys of the query's own block are already local and counted once), one
-    softmax over both. Cost O(N (l + c N / l) d) = O(N sqrt(N) d) at ``l ~ sqrt(N)``, ``c`` fixed. The
-    reference masks a dense N x N matrix with :func:`sparse_pattern`.
+    Fast path: blocks of ``l``; an ``l x l`` score block per block (``A(1)``) and the ``(N / l) c`` summary
+    keys (``A(2)``; merged, those of the query's own block are left to the local block, counted once
+    there), in one softmax (merged) or each for its half of the heads (split). Cost
+    O(N (l + c N / l) d) = O(N sqrt(N) d) at ``l ~ sqrt(N)``, ``c`` fixed. The reference masks a dense
+    N x N matrix with :func:`sparse_sets`.
 
     Positions are absolute indices ``0 .. N-1`` (blocks start at 0); padded keys are excluded, and a
     right-padded row gives what it gives alone.
@@ -347,6 +474,9 @@ class SparseFixedAttention(_SparseAttention):
             when ``max_len`` is set, else ``round(sqrt(N))`` at call time (``summary`` is then capped at
             ``l``). Decoding needs an explicit stride or max_len.
         summary: ``c``, summary positions per block, ``1 <= c <= l`` (default 1).
+        factorization: ``"merged"`` (default), each head on ``A(1) ∪ A(2)``, or ``"split"``, the first half
+            of the heads on ``A(1)`` only and the second half on ``A(2)`` only (Child et al. 2019 §4.3);
+            ``"split"`` needs an even ``num_heads``.
         bias: biases in the Q/K/V/out projections (default False: ``4 dim^2`` parameters).
     """
 
@@ -361,7 +491,30 @@ class SparseFixedAttention(_SparseAttention):
         max_len: int | None = None,
         stride: int | None = None,
         summary: int = 1,
+        factorization: str = "merged",
         bias: bool = False,
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, stride=stride,
-                         summary=summary)
+                         summary=summary, factorization=factorization)
+
+    def _summary_for(self, stride: int) -> int:
+        return min(self.summary, stride)
+
+    def _band_blocks(self) -> tuple[int, int]:
+        return 0, 0
+
+    def _local_allowed(self, rel: Tensor, stride: int, part: str) -> Tensor:
+        return rel >= 0 if self.causal else torch.ones_like(rel, dtype=torch.bool)
+
+    def _column(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, own_block: bool) -> _Part:
+        # Summary keys: the last c positions of every block, shared by all queries of a block.
+        b, h, nb, stride, d = kb.shape
+        summary = self._summary_for(stride)
+        ks, vs = (t[..., stride - summary:, :].reshape(b, h, 1, nb * summary, d) for t in (kb, vb))
+        real_s = rb[..., stride - summary:].reshape(rb.shape[0], 1, 1, nb * summary)
+        key_blk = torch.arange(nb, device=qb.device).repeat_interleave(summary)  # (S,)
+        key_off = torch.arange(stride - summary, stride, device=qb.device).repeat(nb)  # offset in its block
+        own = own_block and (key_off <= torch.arange(stride, device=qb.device)[:, None] if self.causal else True)
+        order = self._column_order(torch.arange(nb, device=qb.device)[:, None, None], key_blk, own)
+        allowed = order & real_s  # (B|1, nb_q, l|1, S)
+        return qb @ ks.transpose(-2, -1), allowed, lambda p: p @ vs
