@@ -99,7 +99,7 @@ def test_degenerate_patterns_are_full_attention():
 @pytest.mark.parametrize("causal", [False, True], ids=["bidir", "causal"])
 @pytest.mark.parametrize("padded", [False, True], ids=["dense", "padded"])
 @pytest.mark.parametrize("n,stride,summary", SHAPES)
-@pytest.mark.parametrize("factorization", ["merged", "split"])
+@pytest.mark.parametrize("factorization", ["merged", "split", "A1", "A2"])
 def test_blockwise_matches_dense_reference(kind, causal, padded, n, stride, summary, factorization):
     torch.manual_seed(n * 31 + stride)
     heads = 2 if factorization == "merged" else 4
@@ -169,7 +169,8 @@ def test_each_half_of_the_heads_sees_exactly_its_own_set(kind, causal, reference
     mask = lengths_mask([n, 7], n)
     parts = brute_force_parts(n, kind, ell, c if kind == "fixed" else 1, causal)
     a1, a2 = dense([p[0] for p in parts], n), dense([p[1] for p in parts], n)
-    for factorization, sets in (("split", [a1, a1, a2, a2]), ("merged", [a1 | a2] * 4)):
+    for factorization, sets in (("split", [a1, a1, a2, a2]), ("merged", [a1 | a2] * 4), ("A1", [a1] * 4),
+                                ("A2", [a2] * 4)):
         mixer = make(kind, causal, ell, c, dim=8, heads=4, max_len=None, factorization=factorization)
         for msk in (None, mask):
             support = attention_support(mixer, n, msk, reference)
@@ -228,7 +229,7 @@ def test_split_no_causal_leak(kind, reference):
 
 @pytest.mark.parametrize("kind", ["strided", "fixed"])
 @pytest.mark.parametrize("causal", [False, True], ids=["bidir", "causal"])
-@pytest.mark.parametrize("factorization", ["merged", "split"])
+@pytest.mark.parametrize("factorization", ["merged", "split", "A1", "A2"])
 def test_padding_invisible_and_all_padding_row_finite(kind, causal, factorization):
     torch.manual_seed(8)
     mixer = make(kind, causal, 3, 2, max_len=None, factorization=factorization)
@@ -271,7 +272,7 @@ def test_auto_stride():
 
 @pytest.mark.parametrize("kind,stride,summary", [("strided", 3, 1), ("strided", 5, 1), ("fixed", 4, 2),
                                                  ("fixed", 3, 1), ("fixed", 2, 2)])
-@pytest.mark.parametrize("factorization", ["merged", "split"])
+@pytest.mark.parametrize("factorization", ["merged", "split", "A1", "A2"])
 def test_step_by_step_equals_causal_forward(kind, stride, summary, factorization):
     torch.manual_seed(9)
     mixer = make(kind, True, stride, summary, heads=2, max_len=None, dtype=torch.float32,
@@ -404,3 +405,15 @@ def test_split_counts_against_flop_counter_and_growth(name, causal):
     mixer = tokenmix.create_mixer(name, 8, num_heads=2, causal=causal, factorization="split")
     growth = mixer.count_ops(2048).total / mixer.count_ops(1024).total
     assert 2.2 < growth < 2 ** 1.5 + 0.05
+
+
+@pytest.mark.parametrize("kind", ["sparse_strided", "sparse_fixed"])
+def test_interleaved_layers_alternate_the_two_sets(kind):
+    """Child et al. (2019) §4.3's interleaved form: a layer pattern whose layers attend to A(1), then A(2)."""
+    from tokenmix.models import CausalLM
+
+    torch.manual_seed(0)
+    lm = CausalLM(20, [f"{kind}:factorization=A1", f"{kind}:factorization=A2"], 16, 4, 12, num_heads=2)
+    assert [b.mixer.head_parts() for b in lm.blocks] == [(("A1", 2),), (("A2", 2),)] * 2
+    ids = torch.randint(0, 20, (2, 9))
+    assert torch.equal(lm.generate(ids[:, :3], 5, seed=0), lm.generate(ids[:, :3], 5, seed=0, use_step=False))

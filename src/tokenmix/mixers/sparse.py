@@ -3,7 +3,7 @@
 Query ``i`` attends only to a sparse set of keys built from the two factorised index sets ``A_i^(1)`` (the
 local one) and ``A_i^(2)`` (the strided/summary one) of 002 §4.1 and Child et al. 2019 §4.2-4.3, with
 ``a(x_i, S_i) = softmax(q_i K_{S_i}^T / sqrt(d)) V_{S_i}``. Child et al. §4.3 give several ways to use the
-two sets; the option ``factorization`` picks one of two:
+two sets; the option ``factorization`` picks one of them:
 
 * ``"merged"`` (default): every head attends to the union ``S_i = A_i^(1) ∪ A_i^(2)`` in ONE softmax
   (their "merged head" attention);
@@ -11,7 +11,10 @@ two sets; the option ``factorization`` picks one of two:
   "p heads with ``S_i = A_i^(m)``", ``p = 2``): the first half of the heads attends only to ``A_i^(1)``, the
   second half only to ``A_i^(2)``, each in its own softmax. A head whose set is empty for a query (the
   fixed pattern's ``A_i^(2)`` before the first summary position, or when all its keys are padding)
-  outputs 0 there.
+  outputs 0 there;
+* ``"A1"`` / ``"A2"``: every head attends only to that one set. Child et al.'s interleaved form ("one
+  attention type per residual block") is then a layer pattern of the models:
+  ``["sparse_strided:factorization=A1", "sparse_strided:factorization=A2"]``.
 
 The fast path is computed block-wise, never by masking an N x N score matrix: the sequence is padded
 to a multiple of the stride ``l`` and cut into ``N / l`` blocks of ``l``; each query scores O(l) local keys
@@ -39,7 +42,7 @@ __all__ = ["sparse_sets", "sparse_pattern", "fast_score_shape", "causal_keys", "
 
 _KINDS = ("strided", "fixed")
 _PARTS = ("union", "A1", "A2")  # the keys a head attends to: A(1) ∪ A(2), A(1) only, A(2) only
-_FACTORIZATIONS = ("merged", "split")
+_FACTORIZATIONS = ("merged", "split", "A1", "A2")
 
 
 def _check(fn: str, kind: str, stride: int, summary: int, part: str = "union") -> None:
@@ -194,11 +197,11 @@ class _SparseAttention(QKVMixer):
         return 1
 
     def head_parts(self) -> tuple[tuple[str, int], ...]:
-        """``(part, number of heads)`` in head order: every head on the union ("merged"), or the first half
-        on ``A1`` and the second half on ``A2`` ("split")."""
-        if self.factorization == "merged":
-            return (("union", self.num_heads),)
-        return (("A1", self.num_heads // 2), ("A2", self.num_heads // 2))
+        """``(part, number of heads)`` in head order: every head on the union ("merged") or on one set ("A1",
+        "A2"), or the first half on ``A1`` and the second half on ``A2`` ("split")."""
+        if self.factorization == "split":
+            return (("A1", self.num_heads // 2), ("A2", self.num_heads // 2))
+        return ({"merged": "union"}.get(self.factorization, self.factorization), self.num_heads),
 
     def pattern(self, n: int, device: torch.device | str | None = None, part: str = "union") -> Tensor:
         """The (N, N) bool pattern of ``part`` this mixer uses for length ``n`` (see :func:`sparse_pattern`)."""
@@ -412,6 +415,7 @@ class SparseStridedAttention(_SparseAttention):
         factorization: how the heads use the two sets (Child et al. 2019 §4.3). ``"merged"`` (default):
             every head attends to ``A(1) ∪ A(2)`` in one softmax. ``"split"``: the first half of the heads
             attends only to ``A(1)``, the second half only to ``A(2)``; needs an even ``num_heads``.
+            ``"A1"`` / ``"A2"``: every head on that set only (one layer of the interleaved form).
         bias: biases in the Q/K/V/out projections (default False: ``4 dim^2`` parameters).
     """
 
@@ -476,7 +480,8 @@ class SparseFixedAttention(_SparseAttention):
         summary: ``c``, summary positions per block, ``1 <= c <= l`` (default 1).
         factorization: ``"merged"`` (default), each head on ``A(1) ∪ A(2)``, or ``"split"``, the first half
             of the heads on ``A(1)`` only and the second half on ``A(2)`` only (Child et al. 2019 §4.3);
-            ``"split"`` needs an even ``num_heads``.
+            ``"split"`` needs an even ``num_heads``. ``"A1"`` / ``"A2"``: every head on that set only (one
+            layer of the interleaved form).
         bias: biases in the Q/K/V/out projections (default False: ``4 dim^2`` parameters).
     """
 
