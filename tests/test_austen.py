@@ -324,3 +324,14 @@ def test_real_janeaustenr(monkeypatch):
     assert all(len(text) > 400_000 for text in novels.values())
     assert novels["Emma"].startswith("EMMA") and "Woodhouse" in novels["Emma"]
     assert "Elizabeth" in novels["Pride & Prejudice"] and "Elliot" in novels["Persuasion"]
+
+
+def test_lm_paper_preset_initialises_every_parameter_like_004(lm_dir):
+    """Chen (2023) §6: the paper preset's models start from N(0, 0.01), every mixer alike (and quick keeps
+    the defaults)."""
+    paper = create_task("lm", source=lm_dir, context=16, vocab_size=1000, train_size=50, preset="paper", seed=0)
+    model = paper.build_model("softmax", dim=64, depth=1)
+    q = model.blocks[0].mixer.q_proj.weight
+    assert abs(q.std().item() - 0.01) < 0.0015 and torch.count_nonzero(model.head.bias) == 0
+    quick = create_task("lm", source=lm_dir, context=16, vocab_size=1000, train_size=50, seed=0)
+    assert quick.build_model("softmax", dim=64, depth=1).blocks[0].mixer.q_proj.weight.std().item() > 0.03
