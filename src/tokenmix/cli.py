@@ -221,7 +221,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
         for causal in (False, True):
             if not (info.causal if causal else info.bidirectional):
                 continue
-            heads = args.heads if info.multihead else 1
+            heads = info.heads(args.heads) or 1
             mixer = create_mixer(name, args.dim, num_heads=heads, causal=causal, max_len=n)
             params = sum(p.numel() for p in mixer.parameters())
             ms, finite = _time_fwd_bwd(mixer, x, mask, args.repeats)
@@ -350,8 +350,6 @@ def cmd_count(args: argparse.Namespace) -> None:
         max_len = 128 if args.max_len is None else args.max_len
         heads = 1 if args.heads is None else args.heads
         names = list_mixers() if mixers == "all" else [n.strip() for n in mixers.split(",") if n.strip()]
-        if mixers == "all":
-            names = [n for n in names if not n.startswith("_")]
         causal = {"auto": None, "causal": True, "bidir": False}[args.mode]
         skipped = []
         try:

@@ -40,6 +40,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 from .ops.opcounts import OpCounts
 from .ops.spatial import square_grid
 from .registry import create_mixer, list_mixers, mixer_info
+from .validate import is_positive_int as _positive_int
 
 __all__ = ["CountResult", "count_mixer", "count_table", "format_counts", "write_counts_csv", "square_grid",
            "flop_count", "PAPER_000_MIXERS", "paper_000_options", "paper_000_mults", "count_paper_000",
@@ -89,8 +90,6 @@ class CountResult:
         return "causal" if self.causal else "bidir"
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _sdpa_cpu_flops(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, out_shape: Any = None,
@@ -216,7 +215,7 @@ def count_table(
         names = list_mixers()
     if isinstance(names, str):
         raise ValueError(f"count_table: names must be a sequence of mixer names, got the string {names!r}")
-    return [count_mixer(n, dim=dim, max_len=max_len, heads=heads if mixer_info(n).multihead else 1, length=length,
+    return [count_mixer(n, dim=dim, max_len=max_len, heads=mixer_info(n).heads(heads) or 1, length=length,
                         step_t=step_t, causal=causal, measure_flops=measure_flops) for n in names]
 
 

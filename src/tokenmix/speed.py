@@ -53,6 +53,7 @@ import torch
 from .ops.spatial import square_grid
 from .procmem import proc_status_kb, reset_peak_rss
 from .registry import create_mixer, list_mixers, mixer_info
+from .validate import is_positive_int as _positive_int
 
 __all__ = ["SpeedSettings", "SpeedCase", "CaseResult", "SpeedRecord", "CrossoverRow", "CaseTimeout", "run_speed",
            "measure_case", "run_in_process", "run_isolated", "classify", "crossover_table", "write_outputs",
@@ -169,8 +170,6 @@ class SpeedSettings:
             raise ValueError(f"threads (--threads) must be a positive int, got {self.threads!r}")
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 # -- one case ---------------------------------------------------------------------------------------------
@@ -352,7 +351,7 @@ def _build_pass(case: SpeedCase, length: int) -> Callable[[], None]:
     info = mixer_info(case.mixer)
     torch.manual_seed(case.seed)
     max_len = case.window if case.window is not None and info.sliding_window else length
-    mixer = create_mixer(case.mixer, case.dim, num_heads=case.heads if info.multihead else 1, causal=case.causal,
+    mixer = create_mixer(case.mixer, case.dim, num_heads=info.heads(case.heads) or 1, causal=case.causal,
                          max_len=max_len).to(device=device, dtype=dtype)
     generator = torch.Generator(device=device).manual_seed(case.seed)
     x = torch.rand(case.batch, length, case.dim, generator=generator, device=device, dtype=dtype)
@@ -587,7 +586,7 @@ def _sweep_mixer(settings: SpeedSettings, runner: RunCase, name: str, causal: bo
     """One mixer in one mode at one value range: every length x pass, longer lengths skipped after a pass
     ran out of memory or time."""
     info = mixer_info(name)
-    heads = settings.heads if info.multihead else 1
+    heads = info.heads(settings.heads) or 1
     stopped: dict[str, str] = {}  # pass -> why its longer lengths are skipped
     records = []
     for length in lengths:

@@ -22,6 +22,7 @@ from torch import Tensor
 from ..ops.opcounts import OpCounts, linear_ops
 from ..ops.spatial_counts import CountPart, total
 from ..registry import MixerInfo
+from ..validate import is_positive_int as _positive_int
 
 __all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads"]
 
@@ -38,8 +39,6 @@ def merge_heads(t: Tensor) -> Tensor:
     return t.transpose(1, 2).reshape(b, n, h * d)
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def autocast_enabled(device_type: str) -> bool:

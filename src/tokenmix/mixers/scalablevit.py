@@ -22,10 +22,9 @@ from ..ops.spatial_counts import (
 )
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
+from ..validate import is_positive_int as _positive_int
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 @register_mixer(

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from ..ops.init import normal_init_
 from ..registry import create_mixer, mixer_info
+from ..validate import check_positive_int as _check_positive_int
 from .patterns import LayerMixer, layer_mixers, pattern_names
 
 __all__ = [
@@ -49,9 +50,6 @@ _ACTIVATIONS = ("relu", "gelu")
 # ------------------------------------------------------------------------------------------------
 # helpers
 # ------------------------------------------------------------------------------------------------
-def _check_positive_int(value: object, what: str, owner: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{owner}: {what} must be a positive int, got {value!r}")
 
 
 def _check_dropout(p: float, owner: str) -> None:
