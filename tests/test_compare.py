@@ -6,10 +6,10 @@ import csv
 import json
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import tokenmix.compare as compare_module
 from tokenmix.cli import WIDTH, main

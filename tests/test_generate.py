@@ -77,7 +77,7 @@ def test_bad_arguments_raise(kwargs):
 
 
 def test_sampling_follows_the_distribution_and_respects_top_p():
-    from tokenmix.models.core import _sample
+    from tokenmix.models.lm import _sample
 
     probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
     logits = probs.clamp_min(1e-30).log().expand(20000, -1)

@@ -94,20 +94,20 @@ def _add_compare_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_count_parser(sub: argparse._SubParsersAction) -> None:
     cn = sub.add_parser("count", help="trainable parameters and multiplications/additions/divisions/exponentiations "
-                        "per mixer, for training over l tokens and one inference step at t (004 Tables 3-7), "
+                        "per mixer, for training over l tokens and one inference step at t (Chen (2023) Tables 3-7), "
                         "cross-checked with torch's FlopCounterMode; --mode paper-000 for Yamada et al. (2022) "
                         "§4.2's counts")
     cn.add_argument("--mixers", help="comma-separated names, or 'all' (default)")
-    cn.add_argument("--dim", type=int, default=128, help="model width d (default 128, as 004 Table 7); with "
+    cn.add_argument("--dim", type=int, default=128, help="model width d (default 128, as Chen (2023) Table 7); with "
                     "--mode paper-000 the embedding width m")
     cn.add_argument("--max-len", type=int, help="max_len the mixers are built with: the Extractors' "
-                    "taps l (default 128, as 004 Table 7)")
+                    "taps l (default 128, as Chen (2023) Table 7)")
     cn.add_argument("--heads", type=int, help="heads of the multi-head mixers (default 1)")
     cn.add_argument("--length", type=int, help="sequence length l counted (default: max-len; 128 with "
                     "--mode paper-000)")
     cn.add_argument("--step-t", type=int, help="length t of the counted inference step (default: the length)")
     cn.add_argument("--mode", default="auto", choices=["auto", "causal", "bidir", "paper-000"],
-                    help="auto (default): causal where the mixer can be (004's language-model setting); "
+                    help="auto (default): causal where the mixer can be (Chen (2023)'s language-model setting); "
                     "paper-000: softmax, linear and relation as Yamada et al. (2022) §3.1 build them (one head "
                     "of depth --inner-dim over --dim-wide tokens, no output projection, no biases, linear "
                     "without its denominator), bidirectional, beside the paper's §4.2 multiplication counts")
@@ -118,7 +118,7 @@ def _add_count_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_speed_parser(sub: argparse._SubParsersAction) -> None:
     sp = sub.add_parser("speed", help="time and peak memory of mixers against sequence length and input value "
-                        "range (seed 001 §4), relative to softmax; writes speed.csv, speed.md and plots")
+                        "range (Gan et al. (2023) §4), relative to softmax; writes speed.csv, speed.md and plots")
     sp.add_argument("--mixers", default="all",
                     help="comma-separated names, or 'all' (default); softmax is always added as the reference")
     sp.add_argument("--lengths", default="256,1024,4096,16384",

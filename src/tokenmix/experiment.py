@@ -46,10 +46,11 @@ from __future__ import annotations
 import copy
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .models.patterns import parse_layer_mixer, pattern_names
 from .registry import mixer_info

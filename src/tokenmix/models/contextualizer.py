@@ -1,6 +1,6 @@
-"""The text classifier of 003 §3 around the Contextualizer mixer.
+"""The text classifier of Maupomé & Meurs (2021) §3 around the Contextualizer mixer.
 
-003 = Maupomé & Meurs (2021), "An Iterative Contextualization Algorithm with Second-Order Attention".
+Maupomé & Meurs (2021), "An Iterative Contextualization Algorithm with Second-Order Attention".
 The model reaches the mechanism only through the registry (``create_mixer("contextualizer", ...)``).
 """
 
@@ -11,7 +11,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..registry import create_mixer, mixer_info
-from .core import _check_dropout, _check_ids, _check_mask, _check_positive_int, sinusoidal_positions
+from .layers import _check_dropout, _check_ids, _check_mask, _check_positive_int, sinusoidal_positions
 
 __all__ = ["ContextualizerClassifier"]
 
@@ -20,26 +20,31 @@ _MIXER = "contextualizer"
 
 
 class ContextualizerClassifier(nn.Module):
-    """003 §3: token encoding (eq. 1) -> Contextualizer (§2) -> final context c^(K) -> affine head::
+    """Maupomé & Meurs (2021) §3: token encoding (eq. 1) -> Contextualizer (§2) -> final context c^(K) -> affine head::
 
         x_i = [w_{id_i} ; PE_i]                  # eq. (1): word vector (dim = v) and position (pos_dim = p)
         c   = contextualizer.context(x, mask)    # K steps of second-order attention, (B, v + p)
         logits = dropout(c) A + b                # "the affine transformation mapping the final context"
 
-    * ``embeddings="random"`` (003 §3): each word has a fixed random vector ``w ~ U(-1, 1)^dim``, never
+    * ``embeddings="random"`` (Maupomé & Meurs (2021) §3): each word has a fixed random vector ``w ~ U(-1, 1)^dim``,
+    never
       trained: a buffer (not in ``parameters()``), drawn from the global RNG at construction, so
-      ``torch.manual_seed`` fixes it. ``"trained"``: an ``nn.Embedding`` learned jointly (003 §3.2, Table 4),
+      ``torch.manual_seed`` fixes it. ``"trained"``: an ``nn.Embedding`` learned jointly (Maupomé & Meurs (2021) §3.2,
+      Table 4),
       initialised U(-1, 1) as well.
     * positions: the sinusoidal encoding of Vaswani et al. (2017) ("as described by Vaswani et al.",
-      003 §3), fixed, of its own width ``pos_dim`` and **concatenated** to the word vector: 003 gives the
+      Maupomé & Meurs (2021) §3), fixed, of its own width ``pos_dim`` and **concatenated** to the word vector: Maupomé
+      & Meurs (2021) gives the
       word vectors v = 500 and the position vectors p = 20 dimensions (so they cannot be added), and its
       parameter counts work out only for m = v + p = 520 (see below). ``pos_dim=0`` leaves positions out.
     * the Contextualizer runs at width ``m = dim + pos_dim`` with ``steps``, ``rank``, ``recurrent``,
       ``context`` (entries of ``mixer_options`` -- e.g. ``{"bias": True}`` -- are passed on too and
       override these).
-    * the head is ``nn.Linear(m, num_classes)``; ``dropout`` (default 0, 003 mentions none) acts on c^(K).
+    * the head is ``nn.Linear(m, num_classes)``; ``dropout`` (default 0, Maupomé & Meurs (2021) mentions none) acts on
+    c^(K).
 
-    With 003's MR settings (dim=500, pos_dim=20, rank=100, 2 classes, recurrent) the trainable parameters
+    With Maupomé & Meurs (2021)'s MR settings (dim=500, pos_dim=20, rank=100, 2 classes, recurrent) the trainable
+    parameters
     are ``3 * 100 * 520 + 520 * 2 + 2 = 157,042`` ("157k"); non-recurrent with K = 20 they are 3,121,042
     ("3M"). With ``embeddings="trained"`` and dim=250 add ``vocab_size * 250`` ("about half a million"
     for CR's 1.7k words).
@@ -49,7 +54,8 @@ class ContextualizerClassifier(nn.Module):
     real token has c^(K) = 0, so its logits are the head's bias. With ``context="random"`` c^(0) is
     redrawn on every call (see the mixer), so outputs vary from call to call unless the RNG is seeded.
 
-    Default context: 003's experiments (Tables 2-3, §3.2) draw c^(0) ~ U(-1, 1), and the ``paper-003``
+    Default context: Maupomé & Meurs (2021)'s experiments (Tables 2-3, §3.2) draw c^(0) ~ U(-1, 1), and the
+    ``paper-003``
     protocol of the tasks (``task.build_model("contextualizer", protocol="paper-003", depth=1)``) uses that.
     The library default stays ``"ones"`` because it makes the classifier a deterministic function of its
     input (evaluation, gradient checks and exported models give the same output twice); ``"random"`` does not.
@@ -92,7 +98,7 @@ class ContextualizerClassifier(nn.Module):
         self.width = dim + pos_dim
         self.max_len = max_len
         self.embeddings = embeddings
-        words = torch.empty(vocab_size, dim).uniform_(-1.0, 1.0)  # w ~ U(-1, 1), 003 §3
+        words = torch.empty(vocab_size, dim).uniform_(-1.0, 1.0)  # w ~ U(-1, 1), Maupomé & Meurs (2021) §3
         if embeddings == "random":
             self.register_buffer("word_vectors", words)
             self.embedding = None

@@ -9,7 +9,7 @@ model passes to it is decided from :func:`tokenmix.mixer_info` alone:
 
 * 1-D mixers (``spatial=False``) mix the flattened patch sequence (row-major), with a learned CLS token
   prepended when ``pooling="cls"``.
-* spatial mixers (``spatial=True``, the vision family of seed 002 section 3: Swin, PVT, Twins,
+* spatial mixers (``spatial=True``, the vision family of Ruggeri (2022) section 3: Swin, PVT, Twins,
   ScalableViT) get the patch grid ``hw=(Hp, Wp)`` and have no CLS token (it has no place on the grid),
   so they use ``pooling="mean"``.
 * ``mixer`` is a name or a layer pattern (:mod:`tokenmix.models.patterns`): ``["twins_lsa", "twins_gsa"]``
@@ -34,7 +34,7 @@ from torch import Tensor
 from ..mixers.base import autocast_enabled
 from ..ops.init import normal_init_
 from ..registry import create_mixer, mixer_info
-from .core import FeedForward, _check_dropout, _check_init_std, _check_positive_int
+from .layers import FeedForward, _check_dropout, _check_init_std, _check_positive_int
 from .patterns import layer_mixers, pattern_names
 
 __all__ = ["ViT"]

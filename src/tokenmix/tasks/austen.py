@@ -1,6 +1,6 @@
 """Task "austen": which of Jane Austen's six novels a passage of ``length`` tokens comes from.
 
-A long-sequence classification task in the spirit of the long-input benchmarks of paper 000 section
+A long-sequence classification task in the spirit of the long-input benchmarks of Yamada et al. (2022) section
 3.2.3 (IMDb, Reuters, WikiText-103 with inputs of thousands of tokens), built from text that ships with
 Debian (:mod:`tokenmix.data.austen`).
 
@@ -19,7 +19,7 @@ cased words and punctuation marks, ids from a vocabulary of the ``vocab_size`` m
 TRAIN regions only (pad 0, unknown 1, words from 2).
 
 Presets: ``quick`` (length 256, 1200/240/240 passages, words vocabulary 5,000) and ``paper`` (length 4,096
-as the long inputs of 000 section 3.2.3, 6000/600/600 passages, words vocabulary 20,000).
+as the long inputs of Yamada et al. (2022) section 3.2.3, 6000/600/600 passages, words vocabulary 20,000).
 """
 
 from __future__ import annotations

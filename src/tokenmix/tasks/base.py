@@ -172,7 +172,7 @@ class Task:
 
         * ``"default"``: a ``SequenceClassifier`` pooling the mean of the real tokens, a ``CausalLM``, or a
           ``ViT`` over 4 x 4 patches (``model_options={"patch_size": ...}`` changes it);
-        * ``"paper-000"`` (classification): Yamada et al. (2022)'s single-layer ``RelationNet`` (first token,
+        * ``"paper-000"`` (classification): Yamada et al.'s (2022) single-layer ``RelationNet`` (first token,
           dropout 0.5, Glorot); ``depth`` must be 1, ``dim`` is the embedding width m and
           ``model_options={"inner_dim": d}`` the separate mixing depth d;
         * ``"paper-003"`` (classification): Maupomé & Meurs (2021)'s ``ContextualizerClassifier``; ``mixer``

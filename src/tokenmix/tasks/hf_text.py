@@ -1,12 +1,12 @@
-"""Tasks "imdb" and "glue": the text benchmarks of 000 section 3.2 (GLUE classification tasks; IMDb).
+"""Tasks "imdb" and "glue": the text benchmarks of Yamada et al. (2022) section 3.2 (GLUE classification tasks; IMDb).
 
 Data: :mod:`tokenmix.data.hf` -- local files in the official layouts (``data_dir=...``), or Hugging Face
 ``datasets`` (``data_dir=None``; optional extra ``tokenmix[hf]``; needs the hub or its cache).
 
-Splits. GLUE's test labels are not public (000 submitted predictions to the GLUE server), so here
+Splits. GLUE's test labels are not public (Yamada et al. (2022) submitted predictions to the GLUE server), so here
 ``test`` = the official dev set (MNLI: dev-matched; ``subtask="mnli_mismatched"``: dev-mismatched) and
 ``val`` = a seeded random, class-stratified ``val_fraction`` of the official train set, ``train`` = the rest; early
-stopping (000: patience 5) therefore never sees the reported split. IMDb: ``test`` = the official
+stopping (Yamada et al. (2022): patience 5) therefore never sees the reported split. IMDb: ``test`` = the official
 25,000 test reviews, ``val`` carved off the 25,000 training reviews the same way.
 
 Sentence pairs (MRPC, QQP, MNLI, QNLI, RTE, WNLI) are encoded as ``text_a <sep> text_b`` (words:
@@ -28,12 +28,12 @@ QUICK_MAX_EVAL = 2_000
 
 IMDB_DEFAULTS = {
     "quick": {"max_len": {"words": 128, "bytes": 512}, "vocab_size": 10_000},
-    # 000 section 3.2.3: the longest IMDb sequence is 2,494 tokens.
+    # Yamada et al. (2022) section 3.2.3: the longest IMDb sequence is 2,494 tokens.
     "paper": {"max_len": {"words": 2_500, "bytes": 4_096}, "vocab_size": 30_000},
 }
 GLUE_DEFAULTS = {
     "quick": {"max_len": {"words": 128, "bytes": 512}, "vocab_size": 10_000},
-    # 000 section 3.2.3: the longest GLUE sequence is 467 tokens.
+    # Yamada et al. (2022) section 3.2.3: the longest GLUE sequence is 467 tokens.
     "paper": {"max_len": {"words": 512, "bytes": 2_048}, "vocab_size": 30_000},
 }
 

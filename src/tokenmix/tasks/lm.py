@@ -1,8 +1,8 @@
-"""Task "lm": language modelling on Jane Austen's novels, the protocol of paper 004 section 6.
+"""Task "lm": language modelling on Jane Austen's novels, the protocol of Chen (2023) section 6.
 
-As in 004 (Table 1): a Hugging Face ``tokenizers`` byte-level BPE tokenizer with a vocabulary of 5,000
+As in Chen (2023) (Table 1): a Hugging Face ``tokenizers`` byte-level BPE tokenizer with a vocabulary of 5,000
 and a context window of 128 tokens; the corpus is Austen's six novels (:mod:`tokenmix.data.austen`) in
-place of 004's 100 Gutenberg children's books.
+place of Chen (2023)'s 100 Gutenberg children's books.
 
 * Splits by position inside each novel: the first 90 % of its characters is train, the next 5 % val,
   the last 5 % test (each cut moved forward to the next line break, so no word is cut).
@@ -14,7 +14,7 @@ place of 004's 100 Gutenberg children's books.
   token after a segment's first is a target exactly once); no window crosses a novel or a split.
 * ``train_size``/``val_size``/``test_size`` cap the number of windows per split (a seeded random subset,
   kept in text order); ``None`` in the preset means all. ``quick``: 400/64/64 windows, vocabulary 2,000;
-  ``paper``: all windows, vocabulary 5,000, and models built with ``init_std=0.01`` (004 §6).
+  ``paper``: all windows, vocabulary 5,000, and models built with ``init_std=0.01`` (Chen (2023) §6).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 
 
 @register_task("lm", description="next-token language modelling on Jane Austen's novels (byte-level BPE "
-                                 "vocabulary 5,000, context 128, as 004 section 6); splits 90/5/5 per novel",
+                                 "vocabulary 5,000, context 128, as Chen (2023) section 6); splits 90/5/5 per novel",
                kind="language_model", metric="perplexity",
                source="Debian r-cran-janeaustenr (Project Gutenberg texts), or a directory of .txt files")
 class LMTask(Task):

