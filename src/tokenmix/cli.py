@@ -13,7 +13,13 @@ from .registry import create_mixer, list_mixers, mixer_info
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Help text that shows each option's default."""
+    """Help text that shows each option's default (from the parser, so it is declared once), unless the
+    default is None or the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help or ""
+        return super()._get_help_string(action)
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -27,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="the registered mixers and tasks, and what they can do")
     ls.add_argument("--wide", action="store_true", help="print each paper citation whole (default: cut to fit "
                     "120 columns)")
-    demo = sub.add_parser("demo", help="build every mixer and run a forward/backward pass on random data")
+    demo = sub.add_parser("demo", help="build every mixer and run a forward/backward pass on random data",
+                          formatter_class=_Formatter)
     demo.add_argument("--dim", type=int, default=64, help="model width")
     demo.add_argument("--heads", type=int, default=4, help="heads of the multi-head mixers")
     demo.add_argument("--length", type=int, default=512, help="sequence length N (spatial mixers: the most "
@@ -43,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+    from .experiment import DEFAULT_EXPERIMENT  # the defaults are the default experiment's, declared once there
+    from .tasks.base import PROTOCOLS
+    from .train import TRAIN_PRESETS
+
+    model = DEFAULT_EXPERIMENT["model"]
     tr = sub.add_parser("train", help="train one mixer on one task", formatter_class=_Formatter)
     tr.add_argument("--task", required=True, help="task name (tokenmix list shows them)")
     tr.add_argument("--mixer", required=True, help="mixer name, or a layer pattern 'a,b' (e.g. twins_lsa,twins_gsa)")
@@ -53,13 +65,13 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--out", help="folder for the checkpoint, logs and best weights")
     tr.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     tr.add_argument("--preset", default="quick", help="the task's data preset (quick or paper)")
-    tr.add_argument("--protocol", default="default", help="model protocol: default, paper-000, paper-003 or "
-                    "paper-004 (a paper's own network)")
-    tr.add_argument("--train-preset", default="quick", help="training preset: quick, paper-000, paper-003 or "
-                    "paper-004 (a paper's optimiser, lr, schedule, batch)")
-    tr.add_argument("--dim", type=int, default=32, help="model width")
-    tr.add_argument("--depth", type=int, default=2, help="layers")
-    tr.add_argument("--heads", type=int, default=2, help="heads of the mixers that have heads")
+    tr.add_argument("--protocol", default=model["protocol"], choices=list(PROTOCOLS),
+                    help="model protocol (paper-*: a paper's own network)")
+    tr.add_argument("--train-preset", default=DEFAULT_EXPERIMENT["train"]["preset"], choices=list(TRAIN_PRESETS),
+                    help="training preset (paper-*: a paper's optimiser, lr, schedule, batch)")
+    tr.add_argument("--dim", type=int, default=model["dim"], help="model width")
+    tr.add_argument("--depth", type=int, default=model["depth"], help="layers")
+    tr.add_argument("--heads", type=int, default=model["heads"], help="heads of the mixers that have heads")
     tr.add_argument("--batch-size", type=int, help="batch size (default: the training preset's)")
     tr.add_argument("--lr", type=float, help="learning rate (default: the training preset's)")
     tr.add_argument("--eval-every", type=int, help="steps between evaluations (default: once per epoch)")
