@@ -20,7 +20,7 @@ if "_test_causal_no_step" not in tokenmix.list_mixers(include_hidden=True):
             super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
             self.proj = torch.nn.Linear(dim, dim)
 
-        def _mix(self, x, mask, reference):
+        def _mix(self, x, mask):
             return self.proj(x.cumsum(dim=1))
 
 

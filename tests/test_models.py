@@ -48,7 +48,7 @@ class _FakeBase(Mixer):
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
         self.lin = nn.Linear(dim, dim)
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         return self.lin(x)
 
 

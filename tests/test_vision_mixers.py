@@ -288,10 +288,62 @@ def test_reduce_grid_is_the_conv_over_real_cells_of_each_block(hw, r, depthwise)
     conv = torch.nn.Conv2d(DIM, DIM, r, r, groups=DIM if depthwise else 1).double()
     x = rand(2, hw)
     expected = block_conv_loop(x, hw, r, conv.weight, conv.bias, depthwise)
-    for reference in (False, True):
-        y, reduced_hw = spatial.reduce_grid(x, hw, conv, reference)
+    for reduce in (spatial.reduce_grid, spatial.reduce_grid_reference):
+        y, reduced_hw = reduce(x, hw, conv)
         assert reduced_hw == (math.ceil(hw[0] / r), math.ceil(hw[1] / r))
         torch.testing.assert_close(y, expected, rtol=1e-9, atol=1e-11)
+
+
+# -- each fast op against the *_reference beside it, outputs and gradients --------------------------------
+def assert_same_function(fast, reference, inputs: list[torch.Tensor]) -> None:
+    """``fast(*inputs)`` equals ``reference(*inputs)``, and so do their gradients for one cotangent."""
+    inputs = [t.detach().clone().requires_grad_(True) for t in inputs]
+    out_fast, out_ref = fast(*inputs), reference(*inputs)
+    torch.testing.assert_close(out_fast, out_ref, rtol=1e-9, atol=1e-11)
+    cot = torch.randn(out_fast.shape, dtype=out_fast.dtype, generator=torch.Generator().manual_seed(9))
+    grads = [torch.autograd.grad((out * cot).sum(), inputs) for out in (out_fast, out_ref)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("mask_kind", [None, "bool", "additive"])
+def test_attend_matches_attend_reference(mask_kind):
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, HEADS, 6, 4, dtype=torch.float64, generator=g) for _ in range(3))
+    mask = None
+    if mask_kind is not None:
+        allowed = torch.rand(6, 6, generator=g) < 0.6
+        allowed |= torch.eye(6, dtype=torch.bool)  # no empty row
+        mask = allowed if mask_kind == "bool" else torch.randn(6, 6, dtype=torch.float64,
+                                                              generator=g).masked_fill(~allowed, float("-inf"))
+    assert_same_function(lambda *t: spatial.attend(*t, mask), lambda *t: spatial.attend_reference(*t, mask),
+                         [q, k, v])
+
+
+@pytest.mark.parametrize("hw,window,shifted", [((8, 8), 4, False), ((9, 7), 4, False), ((9, 7), 3, True),
+                                                ((5, 4), 2, True), ((3, 5), 7, False)])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["plain", "bias"])
+def test_window_attention_matches_window_attention_reference(hw, window, shifted, with_bias):
+    grid = spatial.window_grid(hw, window, shifted)
+    table = torch.randn((2 * window - 1) ** 2, HEADS, dtype=torch.float64) if with_bias else None
+    options = {"bias_table": table, "table_window": window if with_bias else None}
+    assert_same_function(lambda *t: spatial.window_attention(*t, grid, HEADS, **options),
+                         lambda *t: spatial.window_attention_reference(*t, grid, HEADS, **options),
+                         [rand(2, hw, seed=s) for s in (1, 2, 3)])
+
+
+@pytest.mark.parametrize("name,options", [("pvt", {"sr_ratio": 3}), ("scalable_ssa", {"r_n": 2}),
+                                          ("pvt", {"sr_ratio": 1})])
+def test_reduce_matches_reduce_reference(name, options):
+    mixer = make(name, **options)
+    assert_same_function(lambda x: mixer.reduce(x, (7, 8)), lambda x: mixer.reduce_reference(x, (7, 8)),
+                         [rand(2, (7, 8))])
+
+
+def test_local_interaction_matches_local_interaction_reference():
+    mixer = make("scalable_iwsa", window_size=4)
+    assert_same_function(lambda v: mixer.local_interaction(v, (9, 7)),
+                         lambda v: mixer.local_interaction_reference(v, (9, 7)), [rand(2, (9, 7))])
 
 
 @pytest.mark.parametrize("name", ["pvt", "twins_gsa"])

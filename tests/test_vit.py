@@ -42,7 +42,7 @@ class _AlternatingSpatial(SpatialMixer):
         self.lin = nn.Linear(dim, dim)
         self.seen_hw: list[tuple[int, int]] = []
 
-    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
         self.seen_hw.append(hw)
         return self.lin(x).mean(dim=1, keepdim=True).expand_as(x)
 
@@ -55,7 +55,7 @@ class _Recorder(Mixer):
         self.lin = nn.Linear(dim, dim)
         self.seen_n: list[int] = []
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         self.seen_n.append(x.shape[1])
         return self.lin(x).mean(dim=1, keepdim=True).expand_as(x)
 

@@ -64,9 +64,11 @@ class AverageAttention(Mixer):
         input_gate, forget_gate = torch.sigmoid(self.gates(torch.cat([x, g], dim=-1))).chunk(2, dim=-1)
         return self.norm(input_gate * x + forget_gate * g + x)
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        mean = masked_mean_reference if reference else masked_mean
-        return self._gate(x, mean(x, mask, self.causal))
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self._gate(x, masked_mean(x, mask, self.causal))
+
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self._gate(x, masked_mean_reference(x, mask, self.causal))
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         return {"sum": torch.zeros(batch_size, self.dim, device=device, dtype=dtype),

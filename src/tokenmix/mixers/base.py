@@ -52,9 +52,10 @@ def autocast_enabled(device_type: str) -> bool:
 class Mixer(nn.Module):
     """Base class of all token mixers: argument and input validation, and padding semantics.
 
-    Subclasses implement ``_mix(x, mask, reference)``: the fast path when ``reference`` is False and a
-    plain, obviously-correct computation of the same function when it is True (used by the tests).
-    ``mask`` reaches ``_mix`` as None when there is no padding at all.
+    Subclasses implement ``_mix(x, mask)``, the fast path that :meth:`forward` runs, and
+    ``_mix_reference(x, mask)``, a plain, obviously-correct computation of the same function (explicit
+    N x N matrices, token-by-token loops) that :meth:`forward_reference` runs and the tests hold the fast
+    path to. ``mask`` reaches both as None when there is no padding at all.
     """
 
     info: ClassVar[MixerInfo]
@@ -146,18 +147,23 @@ class Mixer(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Mix tokens: ``x`` (B, N, dim) -> (B, N, out_dim); ``mask`` (B, N) bool, True = real token."""
         mask = self._check_input(x, mask)
-        return self._zero_padded(self._mix(x, mask, reference=False), mask)
+        return self._zero_padded(self._mix(x, mask), mask)
 
     def forward_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """The same function computed the plain way (quadratic or sequential); for tests."""
         mask = self._check_input(x, mask)
-        return self._zero_padded(self._mix(x, mask, reference=True), mask)
+        return self._zero_padded(self._mix_reference(x, mask), mask)
 
     @staticmethod
     def _zero_padded(y: Tensor, mask: Tensor | None) -> Tensor:
         return y if mask is None else y.masked_fill(~mask[..., None], 0.0)
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """The fast path: (B, N, dim), mask (B, N) or None -> (B, N, out_dim)."""
+        raise NotImplementedError
+
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """The plain computation of :meth:`_mix`."""
         raise NotImplementedError
 
     # -- incremental decoding (mechanisms registered with recurrent=True) ----------------------
@@ -246,7 +252,7 @@ class QKVMixer(Mixer):
     ``bias=False`` it has ``4 dim inner_dim`` parameters (``4 dim^2`` at the default ``inner_dim = dim``).
     ``out_proj=False`` drops ``W_out``, as Yamada et al. (2022) eqs. 4-5 have none: the output is the
     concatenated heads, ``out_dim = inner_dim`` wide, and ``bias=False`` gives ``3 dim inner_dim``
-    parameters. Subclasses implement ``_attend``.
+    parameters. Subclasses implement ``_attend`` (the fast path) and ``_attend_reference`` (the plain one).
     """
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
@@ -272,12 +278,20 @@ class QKVMixer(Mixer):
         """The concatenated heads (..., inner_dim) through ``W_out``, or as they are when ``out_proj=False``."""
         return heads if self.proj is None else self.proj(heads)
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         q, k, v = self.qkv_heads(x)
-        return self._output(merge_heads(self._attend(q, k, v, mask, reference)))
+        return self._output(merge_heads(self._attend(q, k, v, mask)))
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        """(B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        q, k, v = self.qkv_heads(x)
+        return self._output(merge_heads(self._attend_reference(q, k, v, mask)))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """The attention rule per head: (B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
+        raise NotImplementedError
+
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """The plain computation of :meth:`_attend` (an explicit N x N matrix)."""
         raise NotImplementedError
 
     # -- operation counts: projections + num_heads x (per-head rule), 004 Table 3's structure ----------
@@ -315,7 +329,8 @@ class SpatialMixer(Mixer):
     """Base of the vision mixers: ``y = mixer(x, hw=(H, W), mask=None)`` with ``x`` of shape
     ``(B, H*W, dim)``, the grid flattened row by row. A missing ``hw`` or ``H * W != N`` is an error.
 
-    Subclasses implement ``_mix_spatial(x, hw, mask, reference)``; ``x`` arrives as (B, N, dim).
+    Subclasses implement ``_mix_spatial(x, hw, mask)`` and ``_mix_spatial_reference(x, hw, mask)``; ``x``
+    arrives as (B, N, dim).
     """
 
     def _check_hw(self, x: Tensor, hw: tuple[int, int] | None) -> tuple[int, int]:
@@ -332,20 +347,27 @@ class SpatialMixer(Mixer):
         """``x`` (B, H*W, dim) on the grid ``hw`` -> (B, H*W, dim)."""
         mask = self._check_input(x, mask)
         hw = self._check_hw(x, hw)
-        return self._zero_padded(self._mix_spatial(x, hw, mask, reference=False), mask)
+        return self._zero_padded(self._mix_spatial(x, hw, mask), mask)
 
     def forward_reference(self, x: Tensor, mask: Tensor | None = None, *,
                           hw: tuple[int, int] | None = None) -> Tensor:
         """The same function computed the plain way (dense masked attention); for tests."""
         mask = self._check_input(x, mask)
         hw = self._check_hw(x, hw)
-        return self._zero_padded(self._mix_spatial(x, hw, mask, reference=True), mask)
+        return self._zero_padded(self._mix_spatial_reference(x, hw, mask), mask)
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         self._fail("is spatial and needs hw")
         raise AssertionError  # unreachable
 
-    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
+    _mix_reference = _mix
+
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        """The fast path on the ``hw`` grid: (B, H*W, dim) -> (B, H*W, dim)."""
+        raise NotImplementedError
+
+    def _mix_spatial_reference(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        """The plain computation of :meth:`_mix_spatial`."""
         raise NotImplementedError
 
     def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:

@@ -23,6 +23,7 @@ which a classifier maps to its decision; no projection is added here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -36,6 +37,9 @@ from .base import Mixer
 __all__ = ["Contextualizer"]
 
 _CONTEXTS = ("ones", "learned", "random")
+
+# A computation of Algorithm 1: (x, mask, c^(0), keep_weights) -> (c^(K), the weights or None).
+_Algorithm = Callable[[Tensor, Tensor | None, Tensor, bool], tuple[Tensor, Tensor | None]]
 
 
 @register_mixer(
@@ -172,15 +176,15 @@ class Contextualizer(Mixer):
     def _compute_dtype(x: Tensor) -> torch.dtype:
         return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
 
-    def _run(self, x: Tensor, mask: Tensor | None, c0: Tensor | None, reference: bool,
+    def _run(self, x: Tensor, mask: Tensor | None, c0: Tensor | None, algorithm: _Algorithm,
              keep_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """Algorithm 1: (c^(K) (B, d) in x's dtype, the weights (B, K, N, d) or None)."""
+        """Algorithm 1 computed by ``algorithm`` (:meth:`_run_fast` or :meth:`_run_reference`) in the compute
+        dtype: (c^(K) (B, d) in x's dtype, the weights (B, K, N, d) or None)."""
         out_dtype = x.dtype
         dtype = self._compute_dtype(x)
         x = x.to(dtype)
         c = self._initial_context(x, c0).to(dtype)
-        run = self._run_reference if reference else self._run_fast
-        c, weights = run(x, mask, c, keep_weights)
+        c, weights = algorithm(x, mask, c, keep_weights)
         return c.to(out_dtype), (None if weights is None else weights.to(out_dtype))
 
     def _run_fast(self, x: Tensor, mask: Tensor | None, c: Tensor,
@@ -239,23 +243,39 @@ class Contextualizer(Mixer):
         return torch.stack(contexts), weights
 
     # -- public API -----------------------------------------------------------------------------
-    def context(self, x: Tensor, mask: Tensor | None = None, *, c0: Tensor | None = None,
-                reference: bool = False) -> Tensor:
+    def context(self, x: Tensor, mask: Tensor | None = None, *, c0: Tensor | None = None) -> Tensor:
         """The final context vector c^(K) of each sequence: ``x`` (B, N, dim), ``mask`` (B, N) bool ->
         (B, dim); zero for a row with no real token. ``c0`` (dim,) or (B, dim) overrides c^(0)."""
         mask = self._check_input(x, mask)
-        return self._run(x, mask, c0, reference, keep_weights=False)[0]
+        return self._run(x, mask, c0, self._run_fast, keep_weights=False)[0]
 
-    def attention_weights(self, x: Tensor, mask: Tensor | None = None, *, c0: Tensor | None = None,
-                          reference: bool = False) -> Tensor:
+    def context_reference(self, x: Tensor, mask: Tensor | None = None, *, c0: Tensor | None = None) -> Tensor:
+        """:meth:`context` computed the plain way (per sequence, step and token)."""
+        mask = self._check_input(x, mask)
+        return self._run(x, mask, c0, self._run_reference, keep_weights=False)[0]
+
+    def attention_weights(self, x: Tensor, mask: Tensor | None = None, *, c0: Tensor | None = None) -> Tensor:
         """The weights alpha_i^(k) of every step: (B, K, N, dim). For every step and feature they sum to 1
         over the real tokens of a row ([2b]); padded tokens (and rows with no real token) get 0."""
         mask = self._check_input(x, mask)
-        return self._run(x, mask, c0, reference, keep_weights=True)[1]
+        return self._run(x, mask, c0, self._run_fast, keep_weights=True)[1]
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        c = self._run(x, mask, None, reference, keep_weights=False)[0]
-        return c[:, None, :].expand(x.shape).contiguous()   # position i receives c^(K)
+    def attention_weights_reference(self, x: Tensor, mask: Tensor | None = None, *,
+                                    c0: Tensor | None = None) -> Tensor:
+        """:meth:`attention_weights` computed the plain way (per sequence, step and token)."""
+        mask = self._check_input(x, mask)
+        return self._run(x, mask, c0, self._run_reference, keep_weights=True)[1]
+
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self._broadcast(x, self._run(x, mask, None, self._run_fast, keep_weights=False)[0])
+
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self._broadcast(x, self._run(x, mask, None, self._run_reference, keep_weights=False)[0])
+
+    @staticmethod
+    def _broadcast(x: Tensor, c: Tensor) -> Tensor:
+        """Position i receives c^(K): (B, d) -> the shape of ``x``."""
+        return c[:, None, :].expand(x.shape).contiguous()
 
     # -- operation counts ----------------------------------------------------------------------
     def _count_ops(self, length: int) -> OpCounts:

@@ -60,15 +60,19 @@ class EfficientAttention(QKVMixer):
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """``rho_q(Q) (rho_k(K)^T V)``, right to left."""
+        out_dtype = v.dtype
+        q, k, v = upcast_low_precision(q, k, v)
+        rho_k = masked_softmax_over_positions(k, mask)
+        return (torch.softmax(q, dim=-1) @ (rho_k.transpose(-2, -1) @ v)).to(out_dtype)
+
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """A plainer masked softmax (fill -inf, softmax; rows without real keys use any finite input and are
+        zeroed by the mask), then the explicit N x N matrix ``rho_q(Q) rho_k(K)^T`` times V."""
         out_dtype = v.dtype
         q, k, v = upcast_low_precision(q, k, v)
         rho_q = torch.softmax(q, dim=-1)
-        if not reference:
-            rho_k = masked_softmax_over_positions(k, mask)
-            return (rho_q @ (rho_k.transpose(-2, -1) @ v)).to(out_dtype)
-        # Reference: a plainer masked softmax (fill -inf, softmax; rows without real keys use any finite
-        # input and are zeroed by the mask), then the explicit N x N matrix.
         if mask is None:
             rho_k = torch.softmax(k, dim=2)
         else:

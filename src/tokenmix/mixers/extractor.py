@@ -206,20 +206,24 @@ class Extractor(Mixer):
         return ext
 
     # -- forward ------------------------------------------------------------------------------
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        u = self._conv_input(x)
-        if mask is not None:
-            u = u.masked_fill(~mask[..., None], 0.0)
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """The convolution on the resolved path (:meth:`resolved_path`)."""
         n = x.shape[1]
-        if reference:
-            ext = _conv_reference(u, self.w_ext, self.kind)
-        else:
-            # taps beyond position N never meet an input (no slice when all are used: its backward would
-            # allocate and fill a zero gradient of every tap, which costs as much as an FFT for the SHE)
-            w = self.w_ext if n >= self.taps else self.w_ext[:n]
-            conv = _conv_fft if self.resolved_path(n) == "fft" else _conv_direct
-            ext = conv(u, w, self.kind)
+        # taps beyond position N never meet an input (no slice when all are used: its backward would
+        # allocate and fill a zero gradient of every tap, which costs as much as an FFT for the SHE)
+        w = self.w_ext if n >= self.taps else self.w_ext[:n]
+        conv = _conv_fft if self.resolved_path(n) == "fft" else _conv_direct
+        return self._finish(x, conv(self._masked_conv_input(x, mask), w, self.kind)).to(x.dtype)
+
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """The literal double sum of the equations."""
+        ext = _conv_reference(self._masked_conv_input(x, mask), self.w_ext, self.kind)
         return self._finish(x, ext).to(x.dtype)
+
+    def _masked_conv_input(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """:meth:`_conv_input` with padded positions zeroed (after it: the HE's bias would otherwise leak)."""
+        u = self._conv_input(x)
+        return u if mask is None else u.masked_fill(~mask[..., None], 0.0)
 
     # -- incremental decoding -----------------------------------------------------------------
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:

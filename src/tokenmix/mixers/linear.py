@@ -69,13 +69,15 @@ class KernelAttentionMixer(QKVMixer):
             new_state["log_scale"] = log_scale
         return self._output(out.reshape(x_t.shape[0], self.inner_dim)), new_state
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         phi_q, phi_k, log_scale = self._features(q, k, mask)
-        if reference:
-            return kernel_attention_reference(phi_q, phi_k, v, causal=self.causal, key_mask=mask,
-                                              key_log_scale=log_scale, eps=self.eps, normalize=self.normalize)
         return kernel_attention(phi_q, phi_k, v, causal=self.causal, key_mask=mask, key_log_scale=log_scale,
                                 chunk_size=self.chunk_size, eps=self.eps, normalize=self.normalize)
+
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        phi_q, phi_k, log_scale = self._features(q, k, mask)
+        return kernel_attention_reference(phi_q, phi_k, v, causal=self.causal, key_mask=mask,
+                                          key_log_scale=log_scale, eps=self.eps, normalize=self.normalize)
 
     # -- operation counts ----------------------------------------------------------------------
     @property

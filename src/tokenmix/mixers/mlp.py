@@ -46,10 +46,12 @@ class PointwiseMLP(Mixer):
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         return self.net(x_t), state
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        if reference:  # token by token, to show nothing crosses positions
-            return torch.stack([self.net(x[:, i]) for i in range(x.shape[1])], dim=1)
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         return self.net(x)
+
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """Token by token, to show nothing crosses positions."""
+        return torch.stack([self.net(x[:, i]) for i in range(x.shape[1])], dim=1)
 
     # -- operation counts ----------------------------------------------------------------------
     def _count_rows(self, rows: int) -> OpCounts:

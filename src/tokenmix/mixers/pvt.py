@@ -7,10 +7,42 @@ import math
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.spatial import attend, reduce_grid
+from ..ops.spatial import Attend, GridReducer, attend, attend_reference, reduce_grid, reduce_grid_reference
 from ..ops.spatial_counts import CountPart, attention_parts, conv2d_ops, layernorm_ops, linear_part
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
+
+
+class ReducedKeyAttention(SpatialMixer):
+    """Full-resolution queries attending to keys and values computed from a reduced copy of the grid: the
+    shared shape of PVT's SRA, Twins' GSA and ScalableViT's SSA. Subclasses define ``q_proj``, ``k_proj``,
+    ``v_proj``, ``proj`` and :meth:`_reduce`."""
+
+    def reduce(self, x: Tensor, hw: tuple[int, int]) -> Tensor:
+        """The tokens of the reduced grid, (B, H*W, dim) -> (B, N', width); ``x`` itself without a reduction."""
+        return self._reduce(x, hw, reduce_grid)
+
+    def reduce_reference(self, x: Tensor, hw: tuple[int, int]) -> Tensor:
+        """:meth:`reduce` with the strided conv computed from the explicit blocks
+        (:func:`tokenmix.ops.spatial.reduce_grid_reference`)."""
+        return self._reduce(x, hw, reduce_grid_reference)
+
+    def _reduce(self, x: Tensor, hw: tuple[int, int], reducer: GridReducer) -> Tensor:
+        """:meth:`reduce` with the strided conv computed by ``reducer``."""
+        raise NotImplementedError
+
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._attend_reduced(x, self.reduce(x, hw), attend)
+
+    def _mix_spatial_reference(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._attend_reduced(x, self.reduce_reference(x, hw), attend_reference)
+
+    def _attend_reduced(self, x: Tensor, reduced: Tensor, attention: Attend) -> Tensor:
+        """Queries from ``x``, keys and values from ``reduced``, per head; then the output projection."""
+        h = self.num_heads
+        q = split_heads(self.q_proj(x), h)
+        k, v = split_heads(self.k_proj(reduced), h), split_heads(self.v_proj(reduced), h)
+        return self.proj(merge_heads(attention(q, k, v)))
 
 
 @register_mixer(
@@ -21,7 +53,7 @@ from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
     padding=False,
     spatial=True,
 )
-class SpatialReductionAttention(SpatialMixer, QKVMixer):
+class SpatialReductionAttention(ReducedKeyAttention, QKVMixer):
     """Spatial-reduction attention (002 §3.2; PVT eqs. 2-4)::
 
         SR(x)   = Norm(Reshape(x, R) W^S)
@@ -70,19 +102,12 @@ class SpatialReductionAttention(SpatialMixer, QKVMixer):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, sr_ratio={self.sr_ratio}"
 
-    def reduce(self, x: Tensor, hw: tuple[int, int], reference: bool = False) -> Tensor:
+    def _reduce(self, x: Tensor, hw: tuple[int, int], reducer: GridReducer) -> Tensor:
         """SR(x): (B, H*W, dim) -> (B, N', dim); the identity when ``sr_ratio == 1``."""
         if self.sr_ratio == 1:
             return x
-        reduced, _ = reduce_grid(x, hw, self.sr, reference)
+        reduced, _ = reducer(x, hw, self.sr)
         return self.norm(reduced)
-
-    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
-        xr = self.reduce(x, hw, reference)
-        h = self.num_heads
-        q = split_heads(self.q_proj(x), h)
-        k, v = split_heads(self.k_proj(xr), h), split_heads(self.v_proj(xr), h)
-        return self.proj(merge_heads(attend(q, k, v, reference)))
 
     # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
     def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:

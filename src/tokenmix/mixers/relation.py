@@ -75,10 +75,11 @@ class Relation(Mixer):
         total, count = state["sum"] + h, state["count"] + 1
         return self._relate(g, total / count), {"sum": total, "count": count}
 
-    def _mix(self, x: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        g, h = self.g_proj(x), self.h_proj(x)
-        mean = masked_mean_reference if reference else masked_mean
-        return self._relate(g, mean(h, mask, self.causal))
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self._relate(self.g_proj(x), masked_mean(self.h_proj(x), mask, self.causal))
+
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self._relate(self.g_proj(x), masked_mean_reference(self.h_proj(x), mask, self.causal))
 
     def _relate(self, g: Tensor, context: Tensor) -> Tensor:
         """``R = phi((G * H') W)`` (eq. 12), then ``W_O`` when ``out_proj``."""

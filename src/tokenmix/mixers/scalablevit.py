@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
 from ..ops.opcounts import elementwise
-from ..ops.spatial import attend, reduce_grid, window_attention, window_grid
+from ..ops.spatial import (
+    GridReducer,
+    WindowAttention,
+    window_attention,
+    window_attention_reference,
+    window_grid,
+)
 from ..ops.spatial_counts import (
     CountPart,
     attention_parts,
@@ -21,10 +28,9 @@ from ..ops.spatial_counts import (
     window_attention_parts,
 )
 from ..registry import register_mixer
-from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
 from ..validate import is_positive_int as _positive_int
-
-
+from .base import QKVMixer, SpatialMixer
+from .pvt import ReducedKeyAttention
 
 
 @register_mixer(
@@ -35,7 +41,7 @@ from ..validate import is_positive_int as _positive_int
     padding=False,
     spatial=True,
 )
-class ScalableSelfAttention(SpatialMixer):
+class ScalableSelfAttention(ReducedKeyAttention):
     """Scalable self-attention (002 §3.4; ScalableViT §3.1)::
 
         SSA(X) = softmax(Q' K'^T / sqrt(d'_k)) V',
@@ -101,19 +107,12 @@ class ScalableSelfAttention(SpatialMixer):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, r_n={self.r_n}, r_c={self.r_c}, qk_dim={self.qk_dim}"
 
-    def reduce(self, x: Tensor, hw: tuple[int, int], reference: bool = False) -> Tensor:
+    def _reduce(self, x: Tensor, hw: tuple[int, int], reducer: GridReducer) -> Tensor:
         """The shared reduction of X, (B, H*W, C) -> (B, N', C r_c); the identity when ``r_n == 1``."""
         if self.r_n == 1:
             return x
-        reduced, _ = reduce_grid(x, hw, self.reduce_conv, reference)
+        reduced, _ = reducer(x, hw, self.reduce_conv)
         return F.gelu(self.norm(self.reduce_pointwise(reduced)))
-
-    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
-        xr = self.reduce(x, hw, reference)
-        h = self.num_heads
-        q = split_heads(self.q_proj(x), h)
-        k, v = split_heads(self.k_proj(xr), h), split_heads(self.v_proj(xr), h)
-        return self.proj(merge_heads(attend(q, k, v, reference)))
 
     # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
     def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
@@ -173,6 +172,11 @@ class ScalableSelfAttention(SpatialMixer):
         return parts
 
 
+def _value_map(v: Tensor, hw: tuple[int, int]) -> Tensor:
+    """The values as an image: (B, H*W, C) -> (B, C, H, W)."""
+    return v.transpose(1, 2).reshape(v.shape[0], v.shape[2], *hw)
+
+
 @register_mixer(
     "scalable_iwsa",
     paper="Yang et al. (2022) ScalableViT §3.2, interactive window-based self-attention (IWSA, LIM); 002 §3.4",
@@ -224,14 +228,14 @@ class InteractiveWindowAttention(SpatialMixer, QKVMixer):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, window_size={self.window_size}"
 
-    def local_interaction(self, v: Tensor, hw: tuple[int, int], reference: bool = False) -> Tensor:
+    def local_interaction(self, v: Tensor, hw: tuple[int, int]) -> Tensor:
         """LIM: the depth-wise 3x3 conv (zero padding) of the value map, (B, H*W, C) -> (B, H*W, C)."""
-        b, n, c = v.shape
+        return self.lim(_value_map(v, hw)).flatten(2).transpose(1, 2)
+
+    def local_interaction_reference(self, v: Tensor, hw: tuple[int, int]) -> Tensor:
+        """:meth:`local_interaction` as an explicit 9-tap stencil over the zero-bordered value map."""
         h, w = hw
-        grid = v.transpose(1, 2).reshape(b, c, h, w)
-        if not reference:
-            return self.lim(grid).flatten(2).transpose(1, 2)
-        padded = F.pad(grid, (1, 1, 1, 1))
+        padded = F.pad(_value_map(v, hw), (1, 1, 1, 1))
         weight = self.lim.weight[:, 0]  # (C, 3, 3)
         out = self.lim.bias[None, :, None, None] if self.lim.bias is not None else 0.0
         for i in range(3):
@@ -239,11 +243,18 @@ class InteractiveWindowAttention(SpatialMixer, QKVMixer):
                 out = out + weight[None, :, i, j, None, None] * padded[:, :, i:i + h, j:j + w]
         return out.flatten(2).transpose(1, 2)
 
-    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
-        grid = window_grid(hw, self.window_size)
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._interactive(x, hw, window_attention, self.local_interaction)
+
+    def _mix_spatial_reference(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._interactive(x, hw, window_attention_reference, self.local_interaction_reference)
+
+    def _interactive(self, x: Tensor, hw: tuple[int, int], attention: WindowAttention,
+                     lim: Callable[[Tensor, tuple[int, int]], Tensor]) -> Tensor:
+        """``(Z + F(V)) W^O`` with the window attention ``Z`` by ``attention`` and the LIM ``F`` by ``lim``."""
         v = self.v_proj(x)
-        z = window_attention(self.q_proj(x), self.k_proj(x), v, grid, self.num_heads, reference=reference)
-        return self.proj(z + self.local_interaction(v, hw, reference))
+        z = attention(self.q_proj(x), self.k_proj(x), v, window_grid(hw, self.window_size), self.num_heads)
+        return self.proj(z + lim(v, hw))
 
     # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
     def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:

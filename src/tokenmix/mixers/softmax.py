@@ -84,22 +84,27 @@ class SoftmaxAttention(QKVMixer):
             self._fail(f"cannot decode past max_len={self.max_len}")
         q, k, v = self.qkv_heads(x_t[:, None])
         keys, values = torch.cat([state["k"], k], dim=2), torch.cat([state["v"], v], dim=2)
-        p = self.attn_dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, keys, values, dropout_p=p)  # the newest query sees all
+        out = F.scaled_dot_product_attention(q, keys, values, dropout_p=self._dropout_p)  # the newest query sees all
         return self._output(out.reshape(x_t.shape[0], self.inner_dim)), {"k": keys, "v": values}
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
-        p = self.attn_dropout if self.training else 0.0
-        if not reference:
-            if mask is None:
-                return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.causal)
-            allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)
+    @property
+    def _dropout_p(self) -> float:
+        return self.attn_dropout if self.training else 0.0
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """Fused attention (SDPA), with its own causal mask when there is no padding."""
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=self._dropout_p, is_causal=self.causal)
+        allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=self._dropout_p)
+
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """The explicit N x N score matrix, masked, softmax, times V."""
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
-        return F.dropout(scores.softmax(dim=-1), p) @ v
+        return F.dropout(scores.softmax(dim=-1), self._dropout_p) @ v
 
     # -- operation counts (004 Tables 3 and 5; the projections are QKVMixer._count_projections) -----------
     def _count_attend(self, length: int) -> OpCounts:

@@ -26,7 +26,6 @@ O(N (l + N / l) d), O(N sqrt(N) d) at ``l ~ sqrt(N)``. The reference builds the 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -34,125 +33,29 @@ import torch
 from torch import Tensor
 
 from ..ops.opcounts import OpCounts
+from ..ops.sparse_patterns import (
+    causal_keys,
+    fast_score_shape,
+    neighbour_blocks,
+    softmax_or_zero,
+    sparse_pattern,
+    sparse_sets,
+)
 from ..registry import register_mixer
 from .base import QKVMixer
 
 __all__ = ["sparse_sets", "sparse_pattern", "fast_score_shape", "causal_keys", "SparseStridedAttention",
            "SparseFixedAttention"]
 
-_KINDS = ("strided", "fixed")
-_PARTS = ("union", "A1", "A2")  # the keys a head attends to: A(1) ∪ A(2), A(1) only, A(2) only
 _FACTORIZATIONS = ("merged", "split", "A1", "A2")
-
-
-def _check(fn: str, kind: str, stride: int, summary: int, part: str = "union") -> None:
-    if kind not in _KINDS:
-        raise ValueError(f"{fn}: kind must be one of {_KINDS}, got {kind!r}")
-    if stride <= 0 or not 1 <= summary <= stride:
-        raise ValueError(f"{fn}: need stride >= 1 and 1 <= summary <= stride, got {stride}, {summary}")
-    if part not in _PARTS:
-        raise ValueError(f"{fn}: part must be one of {_PARTS}, got {part!r}")
-
-
-def sparse_sets(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True,
-                device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
-    """The two factorised sets as dense (N, N) bool matrices ``(A1, A2)``, ``[i, j]`` True when ``j`` is in
-    ``A_i^(1)`` (resp. ``A_i^(2)``).
-
-    Positions are absolute indices ``0 .. N-1``; ``l = stride``, ``c = summary``.
-
-    * ``"strided"`` (Child et al. 2019 §4.2; 002 §4.1), causal: ``A(1) = {max(0, i - l), ..., i}``,
-      ``A(2) = {j <= i : (i - j) mod l = 0}``; bidirectional: ``|i - j| <= l`` and ``(i - j) mod l = 0``.
-    * ``"fixed"`` (Child et al. §4.3), causal: ``A(1) = {j <= i : floor(j / l) = floor(i / l)}``,
-      ``A(2) = {j <= i : j mod l in {l - c, ..., l - 1}}``; bidirectional: the whole current block, and the
-      summary positions of every block.
-
-    (The key ``i - l`` of the strided ``A(1)`` also lies in ``A(2)``; with ``factorization="merged"`` only
-    the union matters, with ``"split"`` both halves of the heads see it.)
-    """
-    _check("sparse_sets", kind, stride, summary)
-    pos = torch.arange(n, device=device)
-    i, j = pos[:, None], pos[None, :]
-    if kind == "strided":
-        d = i - j
-        a1 = (d >= 0) & (d <= stride) if causal else d.abs() <= stride
-        a2 = torch.remainder(d, stride) == 0
-    else:
-        a1 = i // stride == j // stride
-        a2 = (torch.remainder(j, stride) >= stride - summary).expand(n, n)
-    if causal:
-        a1, a2 = a1 & (j <= i), a2 & (j <= i)
-    return a1, a2
-
-
-def sparse_pattern(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True,
-                   device: torch.device | str | None = None, part: str = "union") -> Tensor:
-    """Dense (N, N) bool matrix, ``[i, j]`` True when query ``i`` may attend to key ``j`` in ``part``:
-    ``"union"`` (``A_i^(1) ∪ A_i^(2)``, what every head uses with ``factorization="merged"``), ``"A1"`` or
-    ``"A2"`` (the sets of :func:`sparse_sets`)."""
-    _check("sparse_pattern", kind, stride, summary, part)
-    a1, a2 = sparse_sets(n, kind, stride, summary, causal, device)
-    return {"union": a1 | a2, "A1": a1, "A2": a2}[part]
-
-
-def fast_score_shape(n: int, kind: str, stride: int, summary: int = 1, causal: bool = True,
-                     part: str = "union") -> tuple[int, int, int]:
-    """Shape ``(N / l blocks, l queries per block, keys scored per query)`` of the score tensor the fast
-    path evaluates per (batch, head) attending to ``part``; its product is the number of (query, key) scores
-    computed: ``ceil(N / l) l (w l + ceil(N / l) [c])`` for the union with ``w`` = 2 (strided causal),
-    3 (strided bidir), 1 (fixed); the ``w l`` band alone for ``"A1"``; the ``ceil(N / l) [c]`` column alone
-    for ``"A2"``."""
-    _check("fast_score_shape", kind, stride, summary, part)
-    nb = -(-n // stride)
-    band = ((2 if causal else 3) if kind == "strided" else 1) * stride
-    column = nb * (summary if kind == "fixed" else 1)
-    return nb, stride, {"union": band + column, "A1": band, "A2": column}[part]
-
-
-def _band(t: Tensor, before: int, after: int) -> Tensor:
-    """Blocks ``t`` (..., nb, l, D) -> (..., nb, (before + 1 + after) l, D): block ``b`` followed by its
-    neighbours ``b - before .. b + after`` concatenated in order (zeros / False beyond the ends)."""
-    if before == 0 and after == 0:
-        return t
-    nb = t.shape[-3]
-    pad = t.new_zeros(t.shape[:-3] + (1,) + t.shape[-2:])
-    padded = torch.cat([pad] * before + [t] + [pad] * after, dim=-3)
-    return torch.cat([padded[..., s:s + nb, :, :] for s in range(before + 1 + after)], dim=-2)
-
-
-@functools.lru_cache(maxsize=4096)
-def causal_keys(kind: str, stride: int, summary: int, t: int, part: str = "union") -> Tensor:
-    """The keys query ``t`` sees in the causal pattern, ``part`` as in :func:`sparse_pattern` (cached:
-    decoding asks for each position per layer). ``"A2"`` of the fixed pattern can be empty."""
-    _check("causal_keys", kind, stride, summary, part)
-    if kind == "strided":
-        if part == "A1":
-            return torch.arange(max(0, t - stride), t + 1)
-        if part == "A2":
-            return torch.arange(t % stride, t + 1, stride)
-        start = max(0, t - stride + 1)
-        far = torch.arange(t % stride, max(start, t % stride), stride)
-    else:
-        start = (t // stride) * stride
-        if part == "A1":
-            return torch.arange(start, t + 1)
-        blocks = t // stride + (1 if part == "A2" else 0)  # A2: the current block's summaries <= t too
-        far = (torch.arange(blocks)[:, None] * stride + torch.arange(stride - summary, stride)[None, :]).flatten()
-        if part == "A2":
-            return far[far <= t]
-    return torch.cat([far, torch.arange(start, t + 1)])
-
-
-def softmax_or_zero(masked_scores: Tensor, has_key: Tensor) -> Tensor:
-    """Softmax over the last axis of scores already set to -inf where not allowed; a row with no allowed
-    entry (``has_key`` False) gives zeros, with zero gradient (never NaN): attending to an empty set of keys
-    contributes nothing."""
-    return masked_scores.masked_fill(~has_key, 0.0).softmax(dim=-1).masked_fill(~has_key, 0.0)
 
 
 # One block-wise piece of attention: raw scores (B, H, nb, l, K), which of them are allowed (broadcastable,
 # no head axis) and how to turn probabilities of that shape into outputs (B, H, nb, l, D).
 _Part = tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]
+
+# One way to attend with the pattern: (q scaled, k, v, key mask) -> (B, H, N, D).
+_Attention = Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]
 
 
 class _SparseAttention(QKVMixer):
@@ -181,8 +84,11 @@ class _SparseAttention(QKVMixer):
             self._fail(f"summary={summary} exceeds the stride (block length) {fixed_stride}")
 
     def extra_repr(self) -> str:
-        extra = f", summary={self.summary}" if self.kind == "fixed" else ""
-        return f"{super().extra_repr()}, stride={self.stride}{extra}, factorization={self.factorization!r}"
+        return f"{super().extra_repr()}, {self._pattern_repr()}, factorization={self.factorization!r}"
+
+    def _pattern_repr(self) -> str:
+        """The pattern's options, for :meth:`extra_repr`."""
+        return f"stride={self.stride}"
 
     # -- the pattern ----------------------------------------------------------------------------
     def _stride_for(self, n: int | None) -> int:
@@ -220,15 +126,22 @@ class _SparseAttention(QKVMixer):
                 for part, _ in self.head_parts()}
 
     # -- attention ------------------------------------------------------------------------------
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, reference: bool) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        return self._scaled(self._blockwise, q, k, v, mask)
+
+    def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        return self._scaled(self._dense, q, k, v, mask)
+
+    @staticmethod
+    def _scaled(attention: _Attention, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """``attention`` on ``q / sqrt(D)``, ``k``, ``v`` in at least float32, cast back to the dtype of ``v``."""
         out_dtype = v.dtype
         if any(t.dtype in (torch.float16, torch.bfloat16) for t in (q, k, v)):
             q, k, v = q.float(), k.float(), v.float()
         q = q * (1.0 / math.sqrt(q.shape[-1]))
-        out = self._reference(q, k, v, mask) if reference else self._blockwise(q, k, v, mask)
-        return out.to(out_dtype)
+        return attention(q, k, v, mask).to(out_dtype)
 
-    def _reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def _dense(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """Dense N x N: scores masked by each head's pattern & key padding, softmax (an empty row gives 0),
         times V."""
         allowed = self.head_patterns(q.shape[2], q.device)  # (H, N, N)
@@ -238,6 +151,8 @@ class _SparseAttention(QKVMixer):
         return softmax_or_zero(scores, allowed.any(dim=-1, keepdim=True)) @ v
 
     def _blockwise(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """Blocks of ``l``: per part of :meth:`head_parts`, the local band and/or the column keys in one
+        softmax; the score tensors have the shapes of :meth:`score_shapes`."""
         b, h, n, d = q.shape
         stride = self._stride_for(n)
         nb = -(-n // stride)
@@ -248,7 +163,7 @@ class _SparseAttention(QKVMixer):
         real = real[None, :] if mask is None else torch.cat([mask, mask.new_zeros(b, m - n)], dim=1) & real
         rb = real.view(real.shape[0], nb, stride)  # (B|1, nb, l) key is real
         blocks = [t.view(b, h, nb, stride, d) for t in (q, k, v)]
-        outs, shapes, first = [], {}, 0
+        outs, first = [], 0
         for part, g in self.head_parts():
             qb, kb, vb = (t[:, first:first + g] for t in blocks)
             first += g
@@ -259,7 +174,6 @@ class _SparseAttention(QKVMixer):
                 pieces.append(self._column(qb, kb, vb, rb, own_block=part == "A2"))
             # one softmax per head over its keys
             scores = torch.cat([s.masked_fill(~a[:, None], float("-inf")) for s, a, _ in pieces], dim=-1)
-            shapes[part] = tuple(scores.shape)
             if part == "A2":  # the one set that can be empty (fixed pattern, causal; or all keys padding)
                 p = softmax_or_zero(scores, pieces[0][1][:, None].any(dim=-1, keepdim=True))
             else:  # the local band always allows the query's own position: no empty row
@@ -267,7 +181,6 @@ class _SparseAttention(QKVMixer):
             p = p.split([s.shape[-1] for s, _, _ in pieces], dim=-1)
             out = sum(apply(p_piece) for (_, _, apply), p_piece in zip(pieces, p))
             outs.append(out)
-        self.last_score_shapes = shapes  # part -> (B, heads, nb, l, keys per query): for the cost tests
         return torch.cat(outs, dim=1).reshape(b, h, m, d)[:, :, :n]
 
     def _local(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, part: str) -> _Part:
@@ -275,8 +188,8 @@ class _SparseAttention(QKVMixer):
         (``A1``; for the union, ``A1`` minus what :meth:`_column` covers)."""
         before, after = self._band_blocks()
         stride = rb.shape[-1]
-        k_loc, v_loc = _band(kb, before, after), _band(vb, before, after)
-        real_loc = _band(rb[..., None], before, after)[..., 0]  # (B|1, nb, W)
+        k_loc, v_loc = neighbour_blocks(kb, before, after), neighbour_blocks(vb, before, after)
+        real_loc = neighbour_blocks(rb[..., None], before, after)[..., 0]  # (B|1, nb, W)
         c = torch.arange((before + 1 + after) * stride, device=qb.device)[None, :]
         rel = torch.arange(stride, device=qb.device)[:, None] + before * stride - c  # i - j (query r, column c)
         # The diagonal, in A(1) anyway, stays allowed for a padded query too (its output is discarded).
@@ -501,6 +414,9 @@ class SparseFixedAttention(_SparseAttention):
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, stride=stride,
                          summary=summary, factorization=factorization)
+
+    def _pattern_repr(self) -> str:
+        return f"{super()._pattern_repr()}, summary={self.summary}"
 
     def _summary_for(self, stride: int) -> int:
         return min(self.summary, stride)

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.spatial import window_attention, window_grid
+from ..ops.spatial import WindowAttention, window_attention, window_attention_reference, window_grid
 from ..ops.spatial_counts import CountPart, window_attention_parts
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer
@@ -79,11 +79,17 @@ class SwinWindowAttention(SpatialMixer, QKVMixer):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, window_size={self.window_size}, shift={self.shift}"
 
-    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._windowed(x, hw, window_attention)
+
+    def _mix_spatial_reference(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._windowed(x, hw, window_attention_reference)
+
+    def _windowed(self, x: Tensor, hw: tuple[int, int], attention: WindowAttention) -> Tensor:
+        """Attention inside the (shifted) windows with the bias, computed by ``attention``; then ``W_out``."""
         grid = window_grid(hw, self.window_size, self.shift)
-        out = window_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), grid, self.num_heads,
-                               bias_table=self.relative_position_bias_table, table_window=self.window_size,
-                               reference=reference)
+        out = attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), grid, self.num_heads,
+                        bias_table=self.relative_position_bias_table, table_window=self.window_size)
         return self.proj(out)
 
     # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------

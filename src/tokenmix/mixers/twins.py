@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..ops.spatial import to_pair, window_attention, window_grid
+from ..ops.spatial import WindowAttention, to_pair, window_attention, window_attention_reference, window_grid
 from ..ops.spatial_counts import CountPart, window_attention_parts
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer
@@ -61,11 +61,16 @@ class LocallyGroupedAttention(SpatialMixer, QKVMixer):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, window_size={self.window_size}"
 
-    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None, reference: bool) -> Tensor:
+    def _mix_spatial(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._windowed(x, hw, window_attention)
+
+    def _mix_spatial_reference(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
+        return self._windowed(x, hw, window_attention_reference)
+
+    def _windowed(self, x: Tensor, hw: tuple[int, int], attention: WindowAttention) -> Tensor:
+        """Attention inside the windows, computed by ``attention``; then ``W_out``."""
         grid = window_grid(hw, self.window_size)
-        out = window_attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), grid, self.num_heads,
-                               reference=reference)
-        return self.proj(out)
+        return self.proj(attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), grid, self.num_heads))
 
     # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
     def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:

@@ -13,8 +13,8 @@ Window attention (:func:`window_attention`)
     ``sh = floor(M1 / 2)`` (only in a dimension where the grid is larger than the window: with the window
     clipped to the whole dimension there is nothing to shift, as in Swin) and keeps the three regions
     (``[0, P-m)``, ``[P-m, P-s)``, ``[P-s, P)`` of the rolled coordinate, per dimension) of a window apart
-    with Swin's region mask, then rolls back and crops. The fast path runs batched per-window SDPA; the
-    reference (``reference=True``) runs dense attention over the N real cells with an explicit N x N
+    with Swin's region mask, then rolls back and crops. It runs batched per-window SDPA;
+    :func:`window_attention_reference` runs dense attention over the N real cells with an explicit N x N
     boolean mask (same window and same region) and, for Swin, the relative position bias gathered per
     pair from each cell's position inside its window. The shifted case is done by mapping every real cell
     to its rolled coordinate, which is the same as roll -> dense masked attention -> roll back.
@@ -24,14 +24,19 @@ Grid reduction (:func:`reduce_grid`)
     ``(ceil(H/r) r, ceil(W/r) r)`` (ceil mode: no real cell is dropped, unlike a floor-mode strided conv
     on the raw grid). The padding is less than ``r`` in each dimension, so every reduced cell holds at
     least one real cell, and the zeros contribute exactly nothing to the kernel sum: a reduced cell is the
-    conv over the real cells of its (clipped) ``r x r`` block, plus the conv bias. The reference builds
-    002 §3.2's ``Reshape(x, r)`` (each block's ``r^2`` cells concatenated, zeros outside the grid)
-    explicitly and multiplies by the conv weight.
+    conv over the real cells of its (clipped) ``r x r`` block, plus the conv bias.
+    :func:`reduce_grid_reference` builds Ruggeri (2022) §3.2's ``Reshape(x, r)`` (each block's ``r^2``
+    cells concatenated, zeros outside the grid) explicitly and multiplies by the conv weight.
+
+Each fast function has a plain ``*_reference`` beside it (:func:`attend_reference`,
+:func:`window_attention_reference`, :func:`reduce_grid_reference`) computing the same thing the obvious
+way; the mixers' ``forward_reference`` uses those, and the tests hold each pair to each other.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -50,9 +55,15 @@ __all__ = [
     "relative_position_index",
     "relative_position_bias",
     "window_attention",
+    "window_attention_reference",
+    "WindowAttention",
     "attend",
+    "attend_reference",
+    "Attend",
     "grid_blocks",
     "reduce_grid",
+    "reduce_grid_reference",
+    "GridReducer",
     "to_pair",
     "square_grid",
 ]
@@ -209,11 +220,14 @@ def _merge(t: Tensor) -> Tensor:
     return t.reshape(*t.shape[:-2], -1)
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, reference: bool, attn_mask: Tensor | None = None) -> Tensor:
-    """Softmax attention with scale ``1/sqrt(q.shape[-1])``; ``attn_mask`` bool (True = allowed) or
-    additive float. Fast: SDPA; reference: the explicit score matrix."""
-    if not reference:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+def attend(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None) -> Tensor:
+    """Softmax attention with scale ``1/sqrt(q.shape[-1])`` by SDPA; ``attn_mask`` bool (True = allowed) or
+    additive float."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+
+
+def attend_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None) -> Tensor:
+    """:func:`attend` through the explicit score matrix."""
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
@@ -223,47 +237,53 @@ def attend(q: Tensor, k: Tensor, v: Tensor, reference: bool, attn_mask: Tensor |
     return scores.softmax(dim=-1) @ v
 
 
+# What attend and attend_reference are: (q, k, v, attn_mask=None) -> out.
+Attend = Callable[..., Tensor]
+
+
+def _masked_bias(bias: Tensor, allowed: Tensor | None) -> Tensor:
+    """An additive score mask: the (float) bias, -inf where ``allowed`` (broadcastable) is False."""
+    return bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
+
+
 def window_attention(q: Tensor, k: Tensor, v: Tensor, g: WindowGrid, num_heads: int, *,
-                     bias_table: Tensor | None = None, table_window: int | None = None,
-                     reference: bool = False) -> Tensor:
+                     bias_table: Tensor | None = None, table_window: int | None = None) -> Tensor:
     """Multi-head self-attention inside the windows of ``g``: q, k, v (B, N, C) projected, not yet split
     into heads -> (B, N, C) heads merged. ``bias_table`` ((2M-1)^2, heads) adds Swin's relative position
-    bias (``table_window`` = M). See the module docstring for padding, shift and the reference."""
-    if reference:
-        return _dense_window_attention(q, k, v, g, num_heads, bias_table, table_window)
-    b, n, c = q.shape
+    bias (``table_window`` = M). See the module docstring for padding and shift."""
     qw, kw, vw = (_split(window_partition(t, g), num_heads) for t in (q, k, v))  # (B, nW, h, T, D)
     allowed = window_key_mask(g, q.device)  # (nW, T, T) or None
-    attn_mask: Tensor | None = None
+    attn_mask: Tensor | None = None if allowed is None else allowed[:, None]  # (nW, 1, T, T)
     if bias_table is not None:
         pos = torch.arange(g.window_cells, device=q.device)
-        attn_mask = relative_position_bias(bias_table, pos // g.window[1], pos % g.window[1], table_window)
-        attn_mask = attn_mask.to(q.dtype)
-        if allowed is not None:
-            attn_mask = attn_mask.masked_fill(~allowed[:, None], float("-inf"))  # (nW, h, T, T)
-    elif allowed is not None:
-        attn_mask = allowed[:, None]  # (nW, 1, T, T)
-    out = attend(qw, kw, vw, False, attn_mask)
-    return window_merge(_merge(out), g)
+        bias = relative_position_bias(bias_table, pos // g.window[1], pos % g.window[1], table_window)
+        attn_mask = _masked_bias(bias.to(q.dtype), attn_mask)  # (h, T, T) or (nW, h, T, T)
+    return window_merge(_merge(attend(qw, kw, vw, attn_mask)), g)
 
 
-def _dense_window_attention(q: Tensor, k: Tensor, v: Tensor, g: WindowGrid, num_heads: int,
-                            bias_table: Tensor | None, table_window: int | None) -> Tensor:
-    """Dense attention over all N real cells with the (N, N) window/region mask (+ per-pair bias)."""
+def window_attention_reference(q: Tensor, k: Tensor, v: Tensor, g: WindowGrid, num_heads: int, *,
+                               bias_table: Tensor | None = None, table_window: int | None = None) -> Tensor:
+    """:func:`window_attention` as dense attention over all N real cells with the (N, N) window/region mask
+    (:func:`dense_window_mask`), the bias gathered per pair from each cell's position inside its window."""
     qh, kh, vh = (_split(t, num_heads) for t in (q, k, v))  # (B, h, N, D)
-    window_id, region, pos_r, pos_c = window_labels(g, q.device)
-    allowed = (window_id[:, None] == window_id[None, :]) & (region[:, None] == region[None, :])
-    scores = (qh @ kh.transpose(-2, -1)) / math.sqrt(qh.shape[-1])
+    attn_mask = dense_window_mask(g, q.device)
     if bias_table is not None:
-        scores = scores + relative_position_bias(bias_table, pos_r, pos_c, table_window).to(scores.dtype)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    return _merge(scores.softmax(dim=-1) @ vh)
+        _, _, pos_r, pos_c = window_labels(g, q.device)
+        bias = relative_position_bias(bias_table, pos_r, pos_c, table_window)
+        attn_mask = _masked_bias(bias.to(q.dtype), attn_mask)
+    return _merge(attend_reference(qh, kh, vh, attn_mask))
+
+
+# What window_attention and window_attention_reference are: (q, k, v, grid, num_heads, *, bias_table,
+# table_window) -> out.
+WindowAttention = Callable[..., Tensor]
 
 
 # -- grid reduction -----------------------------------------------------------------------------------
 def grid_blocks(x: Tensor, hw: tuple[int, int], r: int) -> tuple[Tensor, tuple[int, int]]:
-    """002 §3.2's ``Reshape(x, r)``: (B, H*W, C) -> (B, ceil(H/r)*ceil(W/r), r*r, C), the cells of each
-    ``r x r`` block in row-major order, zeros where a block sticks out of the grid; and the reduced grid."""
+    """Ruggeri (2022) §3.2's ``Reshape(x, r)``: (B, H*W, C) -> (B, ceil(H/r)*ceil(W/r), r*r, C), the cells
+    of each ``r x r`` block in row-major order, zeros where a block sticks out of the grid; and the reduced
+    grid."""
     b, n, c = x.shape
     (h, w) = hw
     hr, wr = math.ceil(h / r), math.ceil(w / r)
@@ -276,29 +296,41 @@ def grid_blocks(x: Tensor, hw: tuple[int, int], r: int) -> tuple[Tensor, tuple[i
     return xz[:, index].reshape(b, hr * wr, r * r, c), (hr, wr)
 
 
-def reduce_grid(x: Tensor, hw: tuple[int, int], conv: nn.Conv2d, reference: bool = False
-                ) -> tuple[Tensor, tuple[int, int]]:
-    """A kernel = stride = r ``Conv2d`` (groups 1 or depth-wise) over the grid in ceil mode (zero padding
-    at the bottom/right; see the module docstring): (B, H*W, C) -> (B, H'*W', C_out) and ``(H', W')``."""
+def _reduction_stride(conv: nn.Conv2d) -> int:
+    """``r`` of a kernel = stride = r ``Conv2d`` with no padding and no dilation (else ValueError)."""
     r = conv.kernel_size[0]
     if conv.kernel_size != (r, r) or conv.stride != (r, r) or conv.padding != (0, 0) or conv.dilation != (1, 1):
         raise ValueError("reduce_grid needs a Conv2d with kernel = stride = r, no padding, no dilation")
+    return r
+
+
+def reduce_grid(x: Tensor, hw: tuple[int, int], conv: nn.Conv2d) -> tuple[Tensor, tuple[int, int]]:
+    """A kernel = stride = r ``Conv2d`` (groups 1 or depth-wise) over the grid in ceil mode (zero padding
+    at the bottom/right; see the module docstring): (B, H*W, C) -> (B, H'*W', C_out) and ``(H', W')``."""
+    r = _reduction_stride(conv)
     b, n, c = x.shape
     h, w = hw
     hr, wr = math.ceil(h / r), math.ceil(w / r)
-    if not reference:
-        g = x.transpose(1, 2).reshape(b, c, h, w)
-        if (hr * r, wr * r) != (h, w):
-            g = F.pad(g, (0, wr * r - w, 0, hr * r - h))
-        return conv(g).flatten(2).transpose(1, 2), (hr, wr)
-    blocks, _ = grid_blocks(x, hw, r)  # (B, N', r*r, C)
+    g = x.transpose(1, 2).reshape(b, c, h, w)
+    if (hr * r, wr * r) != (h, w):
+        g = F.pad(g, (0, wr * r - w, 0, hr * r - h))
+    return conv(g).flatten(2).transpose(1, 2), (hr, wr)
+
+
+def reduce_grid_reference(x: Tensor, hw: tuple[int, int], conv: nn.Conv2d) -> tuple[Tensor, tuple[int, int]]:
+    """:func:`reduce_grid` from the explicit blocks of :func:`grid_blocks` times the conv weight."""
+    blocks, reduced_hw = grid_blocks(x, hw, _reduction_stride(conv))  # (B, N', r*r, C)
     weight = conv.weight.flatten(2)  # (C_out, C_in / groups, r*r)
     if conv.groups == 1:
         y = torch.einsum("bnkc,ock->bno", blocks, weight)
-    elif conv.groups == c == conv.out_channels:
+    elif conv.groups == x.shape[-1] == conv.out_channels:
         y = torch.einsum("bnkc,ck->bnc", blocks, weight[:, 0])
     else:
-        raise ValueError("reduce_grid's reference supports groups=1 and depth-wise convs only")
+        raise ValueError("reduce_grid_reference supports groups=1 and depth-wise convs only")
     if conv.bias is not None:
         y = y + conv.bias
-    return y, (hr, wr)
+    return y, reduced_hw
+
+
+# What reduce_grid and reduce_grid_reference are: (x, hw, conv) -> (reduced x, reduced hw).
+GridReducer = Callable[[Tensor, tuple[int, int], nn.Conv2d], tuple[Tensor, tuple[int, int]]]
