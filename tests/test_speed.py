@@ -17,6 +17,7 @@ from tokenmix.speed import (
     SpeedCase,
     SpeedRecord,
     SpeedSettings,
+    Status,
     classify,
     crossover_table,
     measure_case,
@@ -43,7 +44,7 @@ def _fake_runner(calls: list[SpeedCase], fail: dict[tuple[str, int], BaseExcepti
         if (case.mixer, case.length) in (fail or {}):
             raise fail[(case.mixer, case.length)]
         scale = case.length**2 / 1e4 if case.mixer == "softmax" else case.length / 10
-        return CaseResult("ok", scale, scale / 2, "fake")
+        return CaseResult(Status.OK, scale, scale / 2, "fake")
     return run
 
 
@@ -92,21 +93,23 @@ def test_out_of_memory_is_a_result_and_longer_lengths_are_skipped(error: BaseExc
     calls: list[SpeedCase] = []
     settings = SpeedSettings(mixers=["linear", "performer"], lengths=[16, 64, 256], passes=["fwd"])
     records = run_speed(settings, run_case=_fake_runner(calls, {("linear", 64): error}))
-    status = {(r.mixer, r.length): r.status for r in records}
+    status = {(r.mixer, r.length): r.result.status_text for r in records}
     assert status[("linear", 16)] == "ok"
     assert status[("linear", 64)] == "oom"
     assert status[("linear", 256)] == "skipped: oom at 64"
     assert all(status[(m, n)] == "ok" for m in ("softmax", "performer") for n in (16, 64, 256))
     assert ("linear", 256) not in {(c.mixer, c.length) for c in calls}
-    oom = next(r for r in records if r.status == "oom")
-    assert oom.time_ms is None and oom.peak_mem_mb is None
+    oom = next(r for r in records if r.status is Status.OOM)
+    assert oom.time_ms is None and oom.peak_mem_mb is None and not oom.ok
 
 
 def test_isolated_timeout_is_a_result() -> None:
     settings = SpeedSettings(mixers=["softmax"], lengths=[16, 32], passes=["fwd"], dim=16, repeats=1,
                              case_timeout=0.01, isolate=True)
     records = run_speed(settings)
-    assert [r.status for r in records] == ["timeout", "skipped: timeout at 16"]
+    assert [r.result.status_text for r in records] == ["timeout", "skipped: timeout at 16"]
+    assert [(r.status, r.result.cause) for r in records] == [(Status.TIMEOUT, Status.TIMEOUT),
+                                                             (Status.SKIPPED, Status.TIMEOUT)]
 
 
 def test_in_process_timeout_stops_the_case() -> None:
@@ -115,7 +118,7 @@ def test_in_process_timeout_stops_the_case() -> None:
         measure_case(case)
     settings = SpeedSettings(mixers=["linear"], lengths=[16], passes=["fwd"], dim=16, repeats=1, case_timeout=1e-9,
                              isolate=False)
-    assert {r.status for r in run_speed(settings)} == {"timeout"}
+    assert {r.status for r in run_speed(settings)} == {Status.TIMEOUT}
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="--mem-limit-mb needs Linux /proc")
@@ -123,7 +126,7 @@ def test_mem_limit_gives_oom() -> None:
     # the 64 MB input alone is over the 8 MB the case may add
     settings = SpeedSettings(mixers=["softmax"], lengths=[4096], passes=["fwd"], batch=64, repeats=1,
                              mem_limit_mb=8, isolate=True, case_timeout=60)
-    assert [r.status for r in run_speed(settings)] == ["oom"]
+    assert [r.status for r in run_speed(settings)] == [Status.OOM]
 
 
 def test_unsupported_mode_is_recorded() -> None:
@@ -131,19 +134,25 @@ def test_unsupported_mode_is_recorded() -> None:
     records = run_speed(SpeedSettings(mixers=["swin", "linear"], lengths=[16, 64], passes=["fwd", "fwdbwd"],
                                       causal=True), run_case=_fake_runner(calls))
     swin = [r for r in records if r.mixer == "swin"]
-    assert len(swin) == 4 and all(r.status == "unsupported: cannot run causally" and r.causal for r in swin)
-    assert all(r.status == "ok" and r.causal for r in records if r.mixer != "swin")
+    assert len(swin) == 4 and all(r.result.status_text == "unsupported: cannot run causally" and r.causal
+                                  for r in swin)
+    assert all(r.status is Status.UNSUPPORTED and r.result.detail == "cannot run causally" for r in swin)
+    assert all(r.ok and r.causal for r in records if r.mixer != "swin")
     assert "swin" not in {c.mixer for c in calls}
     assert {r.mixer for r in crossover_table(records)} == {"linear"}
 
 
-def _record(mixer: str, length: int, time_ms: float | None, status: str = "ok") -> SpeedRecord:
-    return SpeedRecord(mixer, length, "fwd", False, 2.0, time_ms, None if time_ms is None else 1.0, status)
+OOM = CaseResult(Status.OOM)
 
 
-def _crossovers(times: dict[str, list[float | str]], lengths: list[int]) -> dict[str, int | None]:
-    records = [_record(m, n, t if isinstance(t, float) else None, "ok" if isinstance(t, float) else t)
-               for m, ts in times.items() for n, t in zip(lengths, ts)]
+def _record(mixer: str, length: int, outcome: float | CaseResult) -> SpeedRecord:
+    """``outcome``: the time (ms) of an ok case, or the result of one without a measurement."""
+    result = CaseResult(Status.OK, outcome, 1.0) if isinstance(outcome, float) else outcome
+    return SpeedRecord(SpeedCase(mixer, length, "fwd", False, 2.0), result)
+
+
+def _crossovers(times: dict[str, list[float | CaseResult]], lengths: list[int]) -> dict[str, int | None]:
+    records = [_record(m, n, t) for m, ts in times.items() for n, t in zip(lengths, ts)]
     return {row.mixer: row.crossover for row in crossover_table(records)}
 
 
@@ -156,31 +165,46 @@ def test_crossover() -> None:
                               "always": [0.1, 1.0, 10.0]}, lengths)
     assert crossovers == {"late": 1024, "dip": 4096, "never": None, "always": 256}
     # softmax out of memory at the longest length: a mixer that ran counts as faster there
-    crossovers = _crossovers({"softmax": [1.0, 10.0, "oom"], "quadratic": [2.0, 20.0, 400.0],
-                              "slow": [2.0, 20.0, "oom"]}, [256, 1024, 4096])
+    crossovers = _crossovers({"softmax": [1.0, 10.0, OOM], "quadratic": [2.0, 20.0, 400.0],
+                              "slow": [2.0, 20.0, OOM]}, [256, 1024, 4096])
     assert crossovers == {"quadratic": 4096, "slow": None}
-    crossovers = _crossovers({"softmax": [1.0, "oom", "skipped: oom at 1024"], "lin": [2.0, 20.0, 30.0],
-                              "fails": [0.5, "oom", "skipped: oom at 1024"]}, [256, 1024, 4096])
+    skipped = CaseResult.skipped(Status.OOM, 1024)
+    crossovers = _crossovers({"softmax": [1.0, OOM, skipped], "lin": [2.0, 20.0, 30.0],
+                              "fails": [0.5, OOM, skipped]}, [256, 1024, 4096])
     assert crossovers == {"lin": 1024, "fails": 256}  # 'fails' never compared beyond 256
 
 
 def test_crossover_text_and_ratio_cells() -> None:
-    records = [_record("softmax", 16, 1.0), _record("softmax", 64, 4.0), _record("softmax", 256, None, "oom"),
+    records = [_record("softmax", 16, 1.0), _record("softmax", 64, 4.0), _record("softmax", 256, OOM),
                _record("fast", 16, 0.5), _record("fast", 64, 1.0), _record("fast", 256, 3.0),
-               _record("slow", 16, 2.0), _record("slow", 64, None, "oom"),
-               _record("slow", 256, None, "skipped: oom at 64")]
+               _record("slow", 16, 2.0), _record("slow", 64, OOM),
+               _record("slow", 256, CaseResult.skipped(Status.OOM, 64))]
     rows = {r.mixer: r for r in crossover_table(records)}
     assert rows["fast"].crossover_text == "≤ 16" and rows["fast"].cells == {16: "0.5", 64: "0.25", 256: "softmax oom"}
     assert rows["fast"].ratios[64] == pytest.approx(0.25)
-    assert rows["slow"].crossover_text == "none" and rows["slow"].cells[64] == "oom"
+    assert rows["slow"].crossover_text == "none" and rows["slow"].cells == {16: "2", 64: "oom", 256: "skipped"}
 
 
 def test_classify() -> None:
-    assert classify(CaseTimeout("budget")) == "timeout"
-    assert classify(MemoryError()) == "oom"
-    assert classify(torch.OutOfMemoryError("CUDA out of memory")) == "oom"
-    assert classify(RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory: you tried")) == "oom"
-    assert classify(ValueError("bad hw\nmore")) == "error: ValueError: bad hw"
+    assert classify(CaseTimeout("budget")).status is Status.TIMEOUT
+    assert classify(MemoryError()).status is Status.OOM
+    assert classify(torch.OutOfMemoryError("CUDA out of memory")).status is Status.OOM
+    assert classify(RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory: you tried")).status \
+        is Status.OOM
+    error = classify(ValueError("bad hw\nmore"))
+    assert (error.status, error.detail, error.status_text) == (Status.ERROR, "ValueError: bad hw",
+                                                               "error: ValueError: bad hw")
+    assert len(classify(KeyError("k" * 400)).status_text) == 160
+
+
+def test_status_text_and_json_round_trip() -> None:
+    skipped = CaseResult.skipped(Status.OOM_KILLED, 64)
+    assert (skipped.status_text, skipped.cause, skipped.ok) == ("skipped: oom at 64", Status.OOM_KILLED, False)
+    assert CaseResult(Status.OOM_KILLED).status_text == "oom (killed)" and f"{Status.OOM_KILLED}" == "oom (killed)"
+    measured = CaseResult.measured([3.0, 1.0, 2.0], 5.0, "rss-hwm-reset")
+    assert (measured.time_ms, measured.time_min_ms, measured.time_max_ms, measured.ok) == (2.0, 1.0, 3.0, True)
+    for result in (measured, skipped, CaseResult.error("ValueError: x")):
+        assert CaseResult.from_json(result.to_json()) == result
 
 
 BAD_SETTINGS = [({"mixers": ["nope"]}, "--mixers"), ({"lengths": [16, 0]}, "--lengths"),
@@ -232,18 +256,18 @@ def test_cuda_in_process() -> None:
 
 
 def test_window_sets_the_taps_of_sliding_window_mixers_only(monkeypatch):
-    import tokenmix.speed as speed_module
+    import tokenmix.speed.measure as measure
 
     seen = {}
-    original = speed_module.create_mixer
+    original = measure.create_mixer
 
     def spy(name, dim, **kwargs):
         seen[name] = kwargs["max_len"]
         return original(name, dim, **kwargs)
 
-    monkeypatch.setattr(speed_module, "create_mixer", spy)
+    monkeypatch.setattr(measure, "create_mixer", spy)
     for name in ("extractor_we", "linear"):
-        speed_module._build_pass(speed_module.SpeedCase(name, 32, "fwd", True, 2.0, dim=8, window=8), 32)
+        measure.build_pass(SpeedCase(name, 32, "fwd", True, 2.0, dim=8, window=8), 32)
     assert seen == {"extractor_we": 8, "linear": 32}
     with pytest.raises(ValueError, match="window"):
         SpeedSettings(mixers=["linear"], lengths=[8], window=0)
