@@ -1,0 +1,111 @@
+"""Copy a finished experiment's small CSVs from its run folder into docs/reproduction/ (never any weights).
+
+    python scripts/collect_results.py runs/<name> docs/reproduction/ [--no-chance]
+
+Writes, for the experiment ``<name>`` of ``runs/<name>/config.toml``:
+
+* ``<name>.csv``: a copy of ``runs/<name>/results.csv`` (one row per run);
+* ``<name>-history.csv``: every run's evaluations from ``runs/<name>/runs/<label>/seed<k>/result.json``, with
+  the columns label, seed, step, epoch, wall_s, train_loss, val_loss, val_metric, in results.csv's order;
+* ``<name>-chance.csv`` (classification and image tasks, unless ``--no-chance``): the train split's majority
+  class, its share of the train split and of the test split (the accuracy of a model that learned only the
+  class prior), computed by building the experiment's task once. ``scripts/reproduction.py`` compares
+  000's Baseline with the test share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+HISTORY_COLUMNS = ["label", "seed", "step", "epoch", "wall_s", "train_loss", "val_loss", "val_metric"]
+CHANCE_COLUMNS = ["majority_class", "train_rate", "test_rate"]
+
+
+def history_rows(run_dir: Path, results: list[dict[str, str]]) -> list[dict[str, object]]:
+    """Every evaluation of every run in ``results`` (read from its result.json), rounded to 6 digits."""
+    rows: list[dict[str, object]] = []
+    for result in results:
+        path = run_dir / "runs" / result["label"] / f"seed{result['seed']}" / "result.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: has the run finished?")
+        for record in json.loads(path.read_text())["history"]:
+            row: dict[str, object] = {"label": result["label"], "seed": int(result["seed"])}
+            row.update({k: record[k] if k == "step" else round(float(record[k]), 6) for k in HISTORY_COLUMNS[2:]})
+            rows.append(row)
+    return rows
+
+
+def chance_row(config: Path) -> dict[str, object] | None:
+    """The majority-class rates of the experiment's task (None for language modelling)."""
+    from tokenmix.compare import make_task
+    from tokenmix.experiment import load_experiment
+
+    task = make_task(load_experiment(config))
+    if task.info.kind == "language_model":
+        return None
+    train = Counter(task.splits["train"].labels.tolist())
+    test = task.splits["test"].labels.tolist()
+    majority, count = train.most_common(1)[0]
+    return {"majority_class": majority, "train_rate": round(count / sum(train.values()), 6),
+            "test_rate": round(test.count(majority) / len(test), 6)}
+
+
+def write_csv(path: Path, columns: list[str], rows: list[dict[str, object]]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def experiment_name(run_dir: Path) -> str:
+    import tomllib
+
+    with open(run_dir / "config.toml", "rb") as f:
+        return tomllib.load(f)["name"]
+
+
+def collect(run_dir: Path, out: Path, chance: bool = True) -> list[Path]:
+    """Write the experiment's CSVs into ``out``; returns their paths."""
+    results_path = run_dir / "results.csv"
+    if not results_path.exists():
+        raise FileNotFoundError(f"{results_path} is missing: results.csv is written when the sweep has finished")
+    name = experiment_name(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(results_path, newline="") as f:
+        results = list(csv.DictReader(f))
+    written = [out / f"{name}.csv", out / f"{name}-history.csv"]
+    shutil.copyfile(results_path, written[0])
+    write_csv(written[1], HISTORY_COLUMNS, history_rows(run_dir, results))
+    row = chance_row(run_dir / "config.toml") if chance else None
+    if row is not None:
+        written.append(out / f"{name}-chance.csv")
+        write_csv(written[-1], CHANCE_COLUMNS, [row])
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Copy an experiment's results.csv and run histories (CSV only).")
+    parser.add_argument("run_dir", help="the experiment's output folder, e.g. runs/000-time-to-accuracy")
+    parser.add_argument("out", help="where the CSVs go, e.g. docs/reproduction/")
+    parser.add_argument("--no-chance", action="store_true",
+                        help="skip <name>-chance.csv (which builds the task, loading its data)")
+    args = parser.parse_args(argv)
+    try:
+        written = collect(Path(args.run_dir), Path(args.out), chance=not args.no_chance)
+    except FileNotFoundError as error:  # an unfinished sweep, or task data missing for the chance rate
+        print(f"collect_results: {error}" + ("" if args.no_chance else " (--no-chance skips the chance rate)"),
+              file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
