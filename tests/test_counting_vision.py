@@ -23,6 +23,7 @@ import torch
 
 import tokenmix
 from tokenmix.counting import flop_count
+from tokenmix.counts import grid_parts
 from tokenmix.ops.opcounts import OpCounts
 from tokenmix.ops.spatial_counts import gemm_mults, total
 
@@ -69,7 +70,7 @@ def count(name: str, hw: tuple[int, int], heads: int = 2, dim: int = DIM, **opti
 def test_gemm_part_equals_measured_flops(name, options, hw, heads):
     torch.manual_seed(0)
     mixer = make(name, heads, **options)
-    parts = mixer._count_parts(hw)
+    parts = grid_parts(mixer, hw)
     counts = mixer.count_ops(hw[0] * hw[1], hw=hw)
     assert counts == total(parts)
     assert all(isinstance(v, int) and v >= 0 for v in counts.as_dict().values())

@@ -384,7 +384,8 @@ def projection_ops(mixer: torch.nn.Module, rows: int) -> OpCounts:
 
 
 def pairs_ops(pattern: torch.Tensor, e: int) -> OpCounts:
-    """One head over a dense pattern, as _count_pairs documents: queries with no key cost nothing."""
+    """One head over a dense pattern, as tokenmix.counts.attention.sparse_pairs documents: queries with no key
+    cost nothing."""
     pairs, queries = int(pattern.sum()), int(pattern.any(dim=-1).sum())
     return OpCounts(mults=2 * pairs * e, adds=2 * pairs * e - queries * (e + 1), divs=pairs + queries * e,
                     exps=pairs)

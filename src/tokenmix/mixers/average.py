@@ -7,7 +7,6 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..ops.averaging import masked_mean, masked_mean_reference
-from ..ops.opcounts import OpCounts, elementwise, linear_ops
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -77,40 +76,3 @@ class AverageAttention(Mixer):
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         total, count = state["sum"] + x_t, state["count"] + 1
         return self._gate(x_t, total / count), {"sum": total, "count": count}
-
-    # -- operation counts ----------------------------------------------------------------------
-    def _count_gate(self, rows: int) -> OpCounts:
-        """:meth:`_gate` for ``rows`` positions, ``d = dim``: the FFN (two linear layers with their biases; ReLU
-        not counted); the gate layer on ``[x; g]`` (``2d -> 2d``; the concatenation is free); the sigmoid of
-        its ``2d`` outputs (1 exp, 1 addition, 1 division each); ``i * x + f * g + x`` (``2d`` multiplications,
-        ``2d`` additions); LayerNorm: the mean (``d - 1`` additions, 1 division), centring (``d`` additions),
-        the variance (``d`` multiplications, ``d - 1`` additions, 1 division), ``+ eps`` (1 addition), ``d``
-        divisions by the standard deviation (the square root is not counted) and the affine ``d``
-        multiplications and ``d`` additions (when the norm has them)."""
-        d = self.dim
-        layers = [m for m in self.ffn if isinstance(m, nn.Linear)] + [self.gates]
-        cost = sum((linear_ops(rows, m.in_features, m.out_features, m.bias is not None) for m in layers),
-                   OpCounts())
-        cost = cost + elementwise(rows * 2 * d, adds=1, divs=1, exps=1) + elementwise(rows * 2 * d, mults=1, adds=1)
-        norm = OpCounts(mults=d, adds=(d - 1) + d + (d - 1) + 1, divs=2 + d)
-        if self.norm.weight is not None:
-            norm = norm + OpCounts(mults=d)
-        if self.norm.bias is not None:
-            norm = norm + OpCounts(adds=d)
-        return cost + norm * rows
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """The average over ``l = length`` inputs of width ``d``: ``d (l - 1)`` additions (a sum, or a running
-        sum when causal), then ``d`` divisions (one mean) or, causally, ``l d`` (each running sum by its
-        count); then :meth:`_gate` at every position. Non-causally the module broadcasts the one mean and
-        runs the FFN on every row, and that is what is counted (the FFN of one row would do). Causal: the
-        sum of :meth:`_count_step_ops` over ``t = 1..l``."""
-        d = self.dim
-        divs = length * d if self.causal else d
-        return OpCounts(adds=(length - 1) * d, divs=divs) + self._count_gate(length)
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        """``x_t`` added into the running sum (``d`` additions, none at ``t = 1``), divided by ``t`` (``d``
-        divisions), and :meth:`_gate` for the new token: O(d^2) whatever ``t``."""
-        d = self.dim
-        return OpCounts(adds=d if t > 1 else 0, divs=d) + self._count_gate(1)

@@ -19,8 +19,9 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts, linear_ops
-from ..ops.spatial_counts import CountPart, total
+from .. import counts
+from ..ops.opcounts import OpCounts
+from ..ops.spatial_counts import total
 from ..registry import MixerInfo
 from ..validate import is_positive_int as _positive_int
 
@@ -204,9 +205,10 @@ class Mixer(nn.Module):
     # -- operation counts (``tokenmix count``; conventions in tokenmix.ops.opcounts) -------------
     def count_ops(self, length: int, *, hw: tuple[int, int] | None = None) -> OpCounts:
         """Multiplications, additions, divisions and exponentiations of one forward pass over one sequence
-        of ``length`` tokens (004 Tables 3-4 count the same way); spatial mixers also need the grid ``hw``.
-        Causal mixers count the causal computation. The derivation sits beside each mechanism's code."""
-        if not isinstance(length, int) or isinstance(length, bool) or length <= 0:
+        of ``length`` tokens (Chen (2023) Tables 3-4 count the same way); spatial mixers also need the grid
+        ``hw``. Causal mixers count the causal computation. The derivations are in :mod:`tokenmix.counts`,
+        one module per family of mechanisms."""
+        if not _positive_int(length):
             self._fail(f"length must be a positive int, got {length!r}")
         if self.max_len is not None and length > self.max_len and not self.info.sliding_window:
             self._fail(f"length {length} exceeds max_len={self.max_len}")
@@ -214,33 +216,21 @@ class Mixer(nn.Module):
             hw = self._check_hw(None, hw)  # type: ignore[attr-defined]
             if hw[0] * hw[1] != length:
                 self._fail(f"hw={hw} has {hw[0] * hw[1]} cells but length={length}")
-            return self._count_ops_spatial(hw)
+            return total(counts.grid_parts(self, hw))
         if hw is not None:
             self._fail("hw is only for spatial mixers")
-        return self._count_ops(length)
+        return counts.training_ops(self, length)
 
     def count_step_ops(self, t: int) -> OpCounts:
         """The extra operations to produce the output of token ``t`` (1-based) when tokens ``1..t-1`` were
-        already processed and their cache/state is kept (004 Tables 5-6). Causal mixers only."""
+        already processed and their cache/state is kept (Chen (2023) Tables 5-6). Causal mixers only."""
         if not self.causal:
             self._fail("count_step_ops needs a causal mixer (incremental inference is causal)")
-        if not isinstance(t, int) or isinstance(t, bool) or t <= 0:
+        if not _positive_int(t):
             self._fail(f"t must be a positive int, got {t!r}")
         if self.max_len is not None and t > self.max_len and not self.info.sliding_window:
             self._fail(f"t={t} exceeds max_len={self.max_len}")
-        return self._count_step_ops(t)
-
-    def _count_ops(self, length: int) -> OpCounts:
-        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
-        raise AssertionError  # unreachable
-
-    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
-        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
-        raise AssertionError  # unreachable
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        self._fail("incremental operation counts are not derived for this mechanism", NotImplementedError)
-        raise AssertionError  # unreachable
+        return counts.step_ops(self, t)
 
 
 class QKVMixer(Mixer):
@@ -294,37 +284,6 @@ class QKVMixer(Mixer):
         """The plain computation of :meth:`_attend` (an explicit N x N matrix)."""
         raise NotImplementedError
 
-    # -- operation counts: projections + num_heads x (per-head rule), 004 Table 3's structure ----------
-    def _count_projections(self, rows: int) -> OpCounts:
-        """``W_Q``, ``W_K``, ``W_V`` and ``W_out`` applied to ``rows`` tokens: with ``m = dim`` and
-        ``d = inner_dim``, ``4 rows m d`` multiplications (``3 rows m d`` without ``W_out``), ``3 rows d (m - 1)``
-        additions plus ``rows m (d - 1)`` for ``W_out``, and one addition per output of a projection with a
-        bias. At ``d = m``: ``4 rows m^2`` and ``4 rows m (m - 1)`` (004 Table 3)."""
-        layers = (self.q_proj, self.k_proj, self.v_proj) + (() if self.proj is None else (self.proj,))
-        return sum((linear_ops(rows, p.in_features, p.out_features, p.bias is not None) for p in layers),
-                   OpCounts())
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """The projections over ``length`` tokens plus ``num_heads`` times :meth:`_count_attend`."""
-        return self._count_projections(length) + self.num_heads * self._count_attend(length)
-
-    def _count_attend(self, length: int) -> OpCounts:
-        """Operations of one head's attention rule (``_attend``) over ``length`` tokens, given that head's
-        Q, K, V (``head_dim`` wide each); projections excluded. Subclasses implement it."""
-        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
-        raise AssertionError  # unreachable
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        """The projections of the one new token plus ``num_heads`` times :meth:`_count_attend_step`."""
-        return self._count_projections(1) + self.num_heads * self._count_attend_step(t)
-
-    def _count_attend_step(self, t: int) -> OpCounts:
-        """One head's extra operations for the output of token ``t`` given its cache/state (its own q, k, v
-        already projected). Causal subclasses implement it."""
-        self._fail("incremental operation counts are not derived for this mechanism", NotImplementedError)
-        raise AssertionError  # unreachable
-
-
 class SpatialMixer(Mixer):
     """Base of the vision mixers: ``y = mixer(x, hw=(H, W), mask=None)`` with ``x`` of shape
     ``(B, H*W, dim)``, the grid flattened row by row. A missing ``hw`` or ``H * W != N`` is an error.
@@ -369,13 +328,3 @@ class SpatialMixer(Mixer):
     def _mix_spatial_reference(self, x: Tensor, hw: tuple[int, int], mask: Tensor | None) -> Tensor:
         """The plain computation of :meth:`_mix_spatial`."""
         raise NotImplementedError
-
-    def _count_ops_spatial(self, hw: tuple[int, int]) -> OpCounts:
-        """The sum of :meth:`_count_parts`, where each vision mixer lists its steps and their derivation."""
-        return total(self._count_parts(hw))
-
-    def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
-        """The labelled steps of one forward pass over one ``H x W`` grid and their counts (matrix products
-        and convolutions marked, for the FlopCounterMode cross-check). Subclasses implement it."""
-        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
-        raise AssertionError  # unreachable

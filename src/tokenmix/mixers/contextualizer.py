@@ -30,8 +30,8 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..ops.masked_softmax import masked_softmax
-from ..ops.opcounts import OpCounts, matmul_ops, softmax_ops
 from ..registry import register_mixer
+from ..validate import is_positive_int as _positive_int
 from .base import Mixer
 
 __all__ = ["Contextualizer"]
@@ -104,7 +104,7 @@ class Contextualizer(Mixer):
             self._fail(f"num_heads={num_heads} is unsupported: the Contextualizer has no heads "
                        "(second-order attention replaces them, 003 §2)")
         for value, what in ((steps, "steps"), (rank, "rank")):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if not _positive_int(value):
                 self._fail(f"{what} must be a positive int, got {value!r}")
         if not isinstance(recurrent, bool):
             self._fail(f"recurrent must be a bool, got {recurrent!r}")
@@ -276,30 +276,3 @@ class Contextualizer(Mixer):
     def _broadcast(x: Tensor, c: Tensor) -> Tensor:
         """Position i receives c^(K): (B, d) -> the shape of ``x``."""
         return c[:, None, :].expand(x.shape).contiguous()
-
-    # -- operation counts ----------------------------------------------------------------------
-    def _count_ops(self, length: int) -> OpCounts:
-        """Algorithm 1 over ``l = length`` tokens, ``d = dim``, ``u = rank``, ``K = steps`` (003 Table 1: O(l u d)
-        per step):
-
-        * ``U x_i`` for every token (``l u d`` multiplications, ``l u (d - 1)`` additions, + ``l u`` with
-          ``bias``): once when ``recurrent`` (the products are reused), at every step otherwise;
-        * per step: ``V c`` (``u d``, ``u (d - 1)``, + ``u``); ``U x_i * V c`` (``l u`` multiplications);
-          ``W (.)`` ([2a]: ``l d u`` multiplications, ``l d (u - 1)`` additions, + ``l d``); the softmax over
-          the ``l`` tokens of each of the ``d`` features ([2b]); ``c = sum_i alpha_i * x_i`` ([2c]: ``l d``
-          multiplications, ``(l - 1) d`` additions).
-
-        c^(0) costs nothing (a constant, a parameter, or a random draw, which is not arithmetic) and the
-        broadcast of c^(K) to every position is a copy."""
-        n, d, u = length, self.dim, self.rank
-        bias = self.bias
-
-        def biased(rows: int, width: int) -> OpCounts:
-            return OpCounts(adds=rows * width if bias else 0)
-
-        project_x = matmul_ops(n, d, u) + biased(n, u)
-        per_step = (matmul_ops(1, d, u) + biased(1, u) + OpCounts(mults=n * u)
-                    + matmul_ops(n, u, d) + biased(n, d) + softmax_ops(n, d)
-                    + OpCounts(mults=n * d, adds=(n - 1) * d))
-        projections = project_x * (1 if self.recurrent else self.steps)
-        return projections + per_step * self.steps

@@ -7,7 +7,6 @@ import math
 import torch
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts, elementwise
 from ..registry import register_mixer
 from .linear import KernelAttentionMixer
 
@@ -117,26 +116,7 @@ class CosFormer(KernelAttentionMixer):
         pos, horizon = self.positions_and_horizon(q.shape[2], mask, q.device)
         return cos_reweighted_features(q, pos, horizon), cos_reweighted_features(k, pos, horizon), None
 
-    # -- operation counts ----------------------------------------------------------------------
     @property
     def feature_dim(self) -> int:
         """F = 2 head_dim: ``[ReLU(x) cos, ReLU(x) sin]``."""
         return 2 * self.head_dim
-
-    def _count_features(self, rows: int) -> OpCounts:
-        """``ReLU(x_i) cos(a_i)`` and ``ReLU(x_i) sin(a_i)`` for the ``rows`` queries and keys: ``2 head_dim``
-        multiplications per row (ReLU is a comparison, not counted)."""
-        return elementwise(2 * rows * 2 * self.head_dim, mults=1)
-
-    def _count_angles(self, positions: int) -> OpCounts:
-        """The angles ``a_i = (pi / 2) i / M``, one per position, shared by Q, K and every head: 1
-        multiplication and 1 division each (``cos``/``sin`` are lookups, not counted)."""
-        return elementwise(positions, mults=1, divs=1)
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """Projections + heads x (features + kernel attention with ``F = 2 head_dim``) + the angles."""
-        return super()._count_ops(length) + self._count_angles(length)
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        """The new token's projections, features and state update/read-out, and its angle."""
-        return super()._count_step_ops(t) + self._count_angles(1)

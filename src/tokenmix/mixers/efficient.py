@@ -7,7 +7,6 @@ from torch import Tensor
 
 from ..ops.kernel_attention import upcast_low_precision
 from ..ops.masked_softmax import masked_softmax
-from ..ops.opcounts import OpCounts, matmul_ops, softmax_ops
 from ..registry import register_mixer
 from .base import QKVMixer
 
@@ -82,13 +81,3 @@ class EfficientAttention(QKVMixer):
             rho_k = torch.softmax(logits, dim=2) * real.to(k.dtype)
         attn = rho_q @ rho_k.transpose(-2, -1)  # (B, H, N, N)
         return (attn @ v).to(out_dtype)
-
-    # -- operation counts ----------------------------------------------------------------------
-    def _count_attend(self, length: int) -> OpCounts:
-        """One head, ``D = head_dim``, ``l = length``: ``rho_q``, a softmax over the ``D`` entries of each of the
-        ``l`` query rows; ``rho_k``, a softmax over the ``l`` positions of each of the ``D`` key columns; then
-        right to left ``rho_k(K)^T V`` (``D x l`` by ``l x D``: ``l D^2`` multiplications, ``D^2 (l - 1)``
-        additions) and ``rho_q(Q) (.)`` (``l x D`` by ``D x D``: ``l D^2`` and ``l D (D - 1)``)."""
-        e = self.head_dim
-        return (softmax_ops(e, length) + softmax_ops(length, e)
-                + matmul_ops(e, length, e) + matmul_ops(length, e, e))

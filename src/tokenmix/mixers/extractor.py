@@ -54,7 +54,6 @@ from torch import Tensor
 
 from ..ops.fft_conv import causal_conv_matrix_fft, fft_size, overlap_add, to_blocks
 from ..ops.init import normal_init_
-from ..ops.opcounts import OpCounts, elementwise, linear_ops
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -244,41 +243,6 @@ class Extractor(Mixer):
         y_t = self._finish(x_t, ext.to(x_t.dtype)).to(x_t.dtype)
         return y_t, {"window": window, "pos": state["pos"] + 1}
 
-    # -- operation counts (004 Tables 3-6) -----------------------------------------------------
-    def _count_extraction(self, taps: int, positions: int) -> OpCounts:
-        """The extraction (eqs. 23, 26, 28, 29) of ``positions`` outputs that use ``taps`` taps in all: output
-        ``i`` sums ``k_i = min(i, l)`` terms (``i`` as in 004, which assumes ``i <= l``; the last ``l`` inputs
-        beyond it), each a ``d x d`` matrix-vector product (SHE: ``d^2`` multiplications, ``d (d - 1)``
-        additions) or a ``d``-wide element-wise product (HE, WE: vector taps; ME: one scalar tap times a
-        ``d``-vector; ``d`` multiplications), and adding the ``k_i`` terms costs ``(k_i - 1) d`` additions.
-        This is the direct sum of the equations, as 004 counts it; the FFT path computes the same outputs
-        with a different mix of operations (O(d log l) per output and channel instead of O(l d)), which these
-        counts do not describe."""
-        d = self.dim
-        if self.kind == "matrix":
-            per_tap = OpCounts(mults=d * d, adds=d * (d - 1))
-        else:
-            per_tap = OpCounts(mults=d)
-        return taps * per_tap + OpCounts(adds=(taps - positions) * d)
-
-    def _count_around(self, rows: int) -> OpCounts:
-        """What :meth:`_conv_input` and :meth:`_finish` cost for ``rows`` positions (nothing for the ME)."""
-        return OpCounts()
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """Training over ``length`` positions (004 Tables 3-4, the sums over ``t = 1..l``): the extraction
-        with ``sum_i min(i, l)`` taps in all (``l (l + 1) / 2`` when ``length = l``) plus the parts around it
-        at every position. Equal to the sum of :meth:`_count_step_ops` over ``t = 1..length``."""
-        taps = self.taps
-        full = min(length, taps)
-        in_use = full * (full + 1) // 2 + (length - full) * taps
-        return self._count_extraction(in_use, length) + self._count_around(length)
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        """Inference at length ``t`` (004 Tables 5-6): the extraction of one output over ``min(t, l)`` taps
-        of the shift register plus the parts around it for the new token."""
-        return self._count_extraction(min(t, self.taps), 1) + self._count_around(1)
-
 
 class _Adjusted(Extractor):
     """SHE/HE/WE: the adjustment ``(x W^adj) o e`` (eq. 24) and the optional ``W^out`` (eq. 25)."""
@@ -298,17 +262,6 @@ class _Adjusted(Extractor):
     def _finish(self, x: Tensor, ext: Tensor) -> Tensor:
         adjusted = self.adj(x) * ext
         return adjusted if self.out is None else self.out(adjusted)
-
-    def _count_around(self, rows: int) -> OpCounts:
-        """The adjustment ``(x W^adj) o e`` (eq. 24: ``d^2`` multiplications and ``d (d - 1)`` additions for
-        ``x W^adj`` (+ ``d`` additions with a bias), ``d`` multiplications for the Hadamard product) and the
-        optional ``W^out`` (eq. 25: ``d^2`` and ``d (d - 1)``, + ``d`` with a bias), per position: the
-        ``d d + d + d d`` multiplications and ``(d - 1) d + (d - 1) d`` additions of 004 Tables 3-6."""
-        d = self.dim
-        around = linear_ops(rows, d, d, self.adj.bias is not None) + elementwise(rows * d, mults=1)
-        if self.out is not None:
-            around = around + linear_ops(rows, d, d, self.out.bias is not None)
-        return around
 
 
 @register_mixer(
@@ -388,11 +341,6 @@ class HE(_Adjusted):
 
     def _conv_input(self, x: Tensor) -> Tensor:
         return self.in_ext(x)
-
-    def _count_around(self, rows: int) -> OpCounts:
-        """``X W^in_ext`` (eq. 27: ``d^2`` multiplications, ``d (d - 1)`` additions per position, + ``d``
-        additions with a bias; 004 Table 4's extra ``d d l``) and the SHE's adjustment and projection."""
-        return linear_ops(rows, self.dim, self.dim, self.in_ext.bias is not None) + super()._count_around(rows)
 
 
 @register_mixer(

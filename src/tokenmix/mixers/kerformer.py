@@ -7,8 +7,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts, elementwise, linear_ops, softmax_ops
 from ..registry import register_mixer
+from ..validate import is_positive_int as _positive_int
 from .linear import KernelAttentionMixer
 
 _SEK_INPUTS = ("keys", "activated")  # what SE-K pools: the pre-activation K, or K' = phi(K) (§3.5 literally)
@@ -96,7 +96,7 @@ class Kerformer(KernelAttentionMixer):
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
                          chunk_size=chunk_size, eps=eps)
-        if not isinstance(se_reduction, int) or isinstance(se_reduction, bool) or se_reduction <= 0:
+        if not _positive_int(se_reduction):
             self._fail(f"se_reduction must be a positive int, got {se_reduction!r}")
         if se_k is None:  # SE-K by default, except causally where it cannot apply
             se_k = not causal
@@ -156,36 +156,3 @@ class Kerformer(KernelAttentionMixer):
         if self.se_k:
             phi_k = phi_k * self.se_weights(k, mask, phi_k)[:, None, :, None]
         return phi_q, phi_k, None
-
-    # -- operation counts ----------------------------------------------------------------------
-    def _count_features(self, rows: int) -> OpCounts:
-        """Per head and row: ``sigmoid(q) = 1 / (1 + e^-q)`` on the ``head_dim`` query entries (1 exp, 1
-        addition, 1 division each; the sign flip is not counted) when ``q_act``, and the row softmax of eq. 8
-        over the ``head_dim`` key entries when ``k_act`` (:func:`~tokenmix.ops.opcounts.softmax_ops`)."""
-        e = self.head_dim
-        cost = OpCounts()
-        if self.q_act:
-            cost = cost + elementwise(rows * e, adds=1, divs=1, exps=1)
-        if self.k_act:
-            cost = cost + softmax_ops(e, rows)
-        return cost
-
-    def _count_se_k(self, length: int) -> OpCounts:
-        """SE-K (§3.5) over ``length`` positions: the squeeze, a mean over all ``dim`` entries of each key row
-        (``dim - 1`` additions and 1 division per position, whichever ``sek_input``); ``se_fc1`` and ``se_fc2`` on
-        the zero-padded ``max_len`` vector (:func:`~tokenmix.ops.opcounts.linear_ops` with their biases: the module
-        computes all ``max_len`` entries whatever ``length``); the sigmoid of the ``max_len`` outputs (1 exp, 1
-        addition, 1 division each); and the scaling of every key feature (``length dim`` multiplications over the
-        heads)."""
-        assert self.se_fc1 is not None and self.se_fc2 is not None
-        fc1, fc2 = self.se_fc1, self.se_fc2
-        return (elementwise(length, adds=self.dim - 1, divs=1)
-                + linear_ops(1, fc1.in_features, fc1.out_features, fc1.bias is not None)
-                + linear_ops(1, fc2.in_features, fc2.out_features, fc2.bias is not None)
-                + elementwise(fc2.out_features, adds=1, divs=1, exps=1)
-                + elementwise(length * self.dim, mults=1))
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """Projections + heads x (features + kernel attention, ``F = head_dim``) + SE-K when enabled."""
-        base = super()._count_ops(length)
-        return base + self._count_se_k(length) if self.se_k else base

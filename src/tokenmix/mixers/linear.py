@@ -7,7 +7,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..ops.kernel_attention import kernel_attention, kernel_attention_reference, kernel_attention_step
-from ..ops.opcounts import OpCounts, elementwise
 from ..registry import register_mixer
 from .base import QKVMixer
 
@@ -79,58 +78,10 @@ class KernelAttentionMixer(QKVMixer):
         return kernel_attention_reference(phi_q, phi_k, v, causal=self.causal, key_mask=mask,
                                           key_log_scale=log_scale, eps=self.eps, normalize=self.normalize)
 
-    # -- operation counts ----------------------------------------------------------------------
     @property
     def feature_dim(self) -> int:
         """F, the width of ``phi(q)`` and ``phi(k)`` per head (``head_dim`` unless a subclass says otherwise)."""
         return self.head_dim
-
-    def _count_features(self, rows: int) -> OpCounts:
-        """One head's feature maps ``phi(q)`` and ``phi(k)`` of ``rows`` positions. Subclasses implement it."""
-        self._fail("operation counts are not derived for this mechanism", NotImplementedError)
-        raise AssertionError  # unreachable
-
-    def _count_kernel(self, queries: int, keys: int) -> OpCounts:
-        """One head of kernel attention given the features, for ``queries`` outputs and ``keys`` keys folded
-        into the state, counted in the recurrent (prefix-sum) form, whose totals are the same causal and
-        bidirectional: with ``F`` = :attr:`feature_dim` and ``D`` = ``head_dim``
-
-        * per key: the outer product ``phi(k_j) v_j^T`` (``F D`` multiplications) added into the state
-          ``S = sum_j phi(k_j) v_j^T`` (``F D`` additions) and ``phi(k_j)`` into ``z = sum_j phi(k_j)``
-          (``F`` additions), except that the first key starts the sums (no additions);
-        * per query: ``phi(q_i) S`` (``F D`` multiplications, ``(F - 1) D`` additions), ``phi(q_i) . z`` (``F``
-          and ``F - 1``), the ``eps`` guard (1 addition) and ``D`` divisions by the denominator.
-
-        ``normalize=False`` has no ``z``, no ``phi(q_i) . z``, no guard and no divisions: ``2 N F D``
-        multiplications for ``N`` queries and keys, Yamada et al. (2022) §4.2's ``2 N d^2`` at ``F = D = d``.
-
-        The implementation appends a column of ones to V for the denominator (``F`` more multiplications per
-        key, by 1, not counted) and, causally, computes the same sums chunk by chunk (an intra-chunk
-        ``C x C`` product plus the carried state), which ``FlopCounterMode`` sees as extra matmul work."""
-        f, e = self.feature_dim, self.head_dim
-        state = OpCounts(mults=keys * f * e, adds=max(keys - 1, 0) * self._fold_adds())
-        if self.normalize:
-            read = OpCounts(mults=f * e + f, adds=(f - 1) * e + (f - 1) + 1, divs=e)
-        else:
-            read = OpCounts(mults=f * e, adds=(f - 1) * e)
-        return state + read * queries
-
-    def _fold_adds(self) -> int:
-        """Additions to fold one more key into the state: ``S += phi(k) v^T`` (``F D``), ``z += phi(k)`` (``F``,
-        only when normalising)."""
-        f, e = self.feature_dim, self.head_dim
-        return f * e + (f if self.normalize else 0)
-
-    def _count_attend(self, length: int) -> OpCounts:
-        """Features of the ``length`` queries and keys plus :meth:`_count_kernel` (causal or not: in the prefix
-        form query ``i`` reads the state after key ``i``, and the totals are those of the whole sum)."""
-        return self._count_features(length) + self._count_kernel(length, length)
-
-    def _count_attend_step(self, t: int) -> OpCounts:
-        """The new token's features, its key and value folded into the state (no additions at ``t = 1``), and
-        its query read out: :meth:`_count_kernel` with one query, O(F D) whatever ``t``."""
-        into_state = OpCounts(adds=self._fold_adds() if t > 1 else 0)
-        return self._count_features(1) + self._count_kernel(1, 1) + into_state
 
 
 @register_mixer(
@@ -154,7 +105,7 @@ class LinearAttention(KernelAttentionMixer):
     Yamada et al. (2022) §3.1.1 project the ``m = dim``-wide tokens to a depth ``d`` with no output
     projection: ``inner_dim=d, out_proj=False, normalize=False, bias=False`` (one head) is their linear
     attention, ``3 m d`` parameters and ``d``-wide outputs, whose multiplications are their §4.2 count
-    ``2 N d^2 + 3 N d m`` (see :meth:`_count_kernel`).
+    ``2 N d^2 + 3 N d m`` (see :mod:`tokenmix.counts.kernel`).
 
     Options:
         bias: biases in the projections (default False: ``4 dim^2`` parameters).
@@ -176,10 +127,3 @@ class LinearAttention(KernelAttentionMixer):
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
         return elu_feature_map(q), elu_feature_map(k), None
-
-    def _count_features(self, rows: int) -> OpCounts:
-        """``tau(x) = elu(x) + 1`` on every entry of Q and K: ``x + 1`` for ``x > 0`` (1 addition), ``e^x``
-        otherwise (1 exp; elu's ``- 1`` and the ``+ 1`` cancel). Which branch runs depends on the data, so
-        each entry is counted as one exp and one addition, an upper bound of either (the comparison
-        choosing the branch is not counted)."""
-        return elementwise(2 * rows * self.head_dim, adds=1, exps=1)

@@ -6,7 +6,6 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts, linear_ops
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -52,19 +51,3 @@ class PointwiseMLP(Mixer):
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """Token by token, to show nothing crosses positions."""
         return torch.stack([self.net(x[:, i]) for i in range(x.shape[1])], dim=1)
-
-    # -- operation counts ----------------------------------------------------------------------
-    def _count_rows(self, rows: int) -> OpCounts:
-        """``rows`` tokens through ``Linear(dim, hidden)``, ReLU (a comparison, not counted) and
-        ``Linear(hidden, dim)``: ``2 rows dim hidden`` multiplications, ``rows (dim - 1) hidden + rows
-        (hidden - 1) dim`` additions, + ``rows (hidden + dim)`` with biases."""
-        return sum((linear_ops(rows, m.in_features, m.out_features, m.bias is not None)
-                    for m in self.net if isinstance(m, nn.Linear)), OpCounts())
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """Every position on its own, causal or not: ``length`` rows."""
-        return self._count_rows(length)
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        """The new token alone (nothing crosses positions): one row, whatever ``t``."""
-        return self._count_rows(1)

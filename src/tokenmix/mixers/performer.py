@@ -7,8 +7,8 @@ import math
 import torch
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts
 from ..registry import register_mixer
+from ..validate import is_positive_int as _positive_int
 from .linear import KernelAttentionMixer
 
 __all__ = ["Performer", "orthogonal_gaussian_projection"]
@@ -90,7 +90,7 @@ class Performer(KernelAttentionMixer):
                  eps: float = 1e-6) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
                          chunk_size=chunk_size, eps=eps)
-        if not isinstance(nb_features, int) or isinstance(nb_features, bool) or nb_features <= 0:
+        if not _positive_int(nb_features):
             self._fail(f"nb_features must be a positive int, got {nb_features!r}")
         self.nb_features = nb_features
         projection = orthogonal_gaussian_projection(nb_features, self.head_dim)
@@ -150,20 +150,7 @@ class Performer(KernelAttentionMixer):
         s = torch.where(seen, s, first)
         return phi_q, torch.exp(uk - s[..., None]) * norm, s
 
-    # -- operation counts (appended; the computation above is unchanged) -----------------------
     @property
     def feature_dim(self) -> int:
         """F = m, the number of random features."""
         return self.nb_features
-
-    def _count_features(self, rows: int) -> OpCounts:
-        """FAVOR+ features of ``rows`` queries and ``rows`` keys; per row, with ``D = head_dim`` and ``m`` features:
-        the scaling ``x' = x D^(-1/4)`` (``D`` multiplications), the exponents ``w_r^T x'`` (``m D``
-        multiplications, ``m (D - 1)`` additions), ``|x'|^2 / 2`` (``D + 1`` multiplications, ``D - 1``
-        additions), subtracting it from the ``m`` exponents (``m`` additions), ``m`` exps and the ``1 / sqrt(m)``
-        factor (``m`` divisions, as the paper writes it). The stabilisers (each query's max exponent, the keys'
-        max or running max, and the causal rescaling of the state by ``exp(s_{j-1} - s_j)``) cancel exactly
-        in the ratio; like softmax's max in 004 they are not counted."""
-        e, m = self.head_dim, self.nb_features
-        per_row = OpCounts(mults=m * e + 2 * e + 1, adds=m * e + e - 1, divs=m, exps=m)
-        return per_row * (2 * rows)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch.nn as nn
 from torch import Tensor
 
 from ..ops.spatial import Attend, GridReducer, attend, attend_reference, reduce_grid, reduce_grid_reference
-from ..ops.spatial_counts import CountPart, attention_parts, conv2d_ops, layernorm_ops, linear_part
 from ..registry import register_mixer
+from ..validate import is_positive_int as _positive_int
 from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
 
 
@@ -92,7 +90,7 @@ class SpatialReductionAttention(ReducedKeyAttention, QKVMixer):
         bias: bool = True,
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
-        if not isinstance(sr_ratio, int) or isinstance(sr_ratio, bool) or sr_ratio <= 0:
+        if not _positive_int(sr_ratio):
             self._fail(f"sr_ratio must be a positive int, got {sr_ratio!r}")
         self.sr_ratio = sr_ratio
         if sr_ratio > 1:
@@ -108,51 +106,3 @@ class SpatialReductionAttention(ReducedKeyAttention, QKVMixer):
             return x
         reduced, _ = reducer(x, hw, self.sr)
         return self.norm(reduced)
-
-    # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
-    def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
-        """The steps of one forward pass over one ``H x W`` image and their counts (also twins_gsa's).
-
-        With ``N = H W`` queries, ``N' = ceil(H/R) ceil(W/R)`` keys, ``C = dim``, ``h`` heads, ``b = 1`` with
-        projection biases:
-
-        * ``SR(x)`` (``R > 1``): the strided conv runs on the grid zero-padded to ``(ceil(H/R) R, ceil(W/R) R)``
-          (as the implementation does; the padded taps are multiplied too), ``N' C`` outputs, each a dot
-          product of length ``C R^2`` plus its bias: ``N' C^2 R^2`` mults and as many adds; then LayerNorm(C)
-          on ``N'`` rows (:func:`tokenmix.ops.spatial_counts.layernorm_ops`: ``2C`` mults, ``4C - 2`` adds,
-          ``C + 2`` divs a row). With ``R = 1`` there is neither (``N' = N``);
-        * Q projection of the ``N`` cells, K and V projections of the ``N'`` reduced cells, the output
-          projection of the ``N`` cells (``C`` dot products of length ``C`` per row, ``+ b C`` adds);
-        * softmax attention of ``N`` queries over ``N'`` keys per head (004 Table 3, every query seeing all
-          ``N'`` keys): ``2 N N' C`` mults, ``2 N N' C - N C - h N`` adds, ``2 h N N'`` divs, ``h N N'`` exps.
-
-        Closed form (``R > 1``; drop the ``[R > 1]`` terms and set ``N' = N`` for ``R = 1``)::
-
-            mults = 2 N C^2 + 2 N' C^2 + 2 N N' C + [R > 1] (N' C^2 R^2 + 2 C N')
-            adds  = 2 (N + N') C (C - 1 + b) + 2 N N' C - N C - h N + [R > 1] (N' C^2 R^2 + (4 C - 2) N')
-            divs  = 2 h N N' + [R > 1] (C + 2) N',    exps = h N N'
-
-        ``O(N N' C) = O(N^2 C / R^2)``: quadratic in N, ``R^2`` times fewer scores than MHSA (002 §3.2). With
-        ``R = 1`` and no biases this is 004 Table 3's multi-head self-attention with all ``N`` keys per query:
-        ``4 N C^2 + 2 N^2 C`` mults, ``4 N C^2 + 2 N^2 C - 5 N C - h N`` adds, ``2 h N^2`` divs, ``h N^2`` exps.
-        """
-        (height, width), c, r = hw, self.dim, self.sr_ratio
-        n = height * width
-        bias = self.q_proj.bias is not None
-        n_red = math.ceil(height / r) * math.ceil(width / r)
-        parts: list[CountPart] = []
-        if r > 1:
-            parts += [
-                CountPart(f"spatial reduction: Conv2d(C, C, kernel=stride={r}) on the padded grid, {n_red} cells",
-                          conv2d_ops(n_red, c, c * r * r, self.sr.bias is not None), gemm=True),
-                CountPart(f"LayerNorm({c}) of the {n_red} reduced cells",
-                          layernorm_ops(n_red, c, self.norm.elementwise_affine)),
-            ]
-        parts += [
-            linear_part("q projection", n, c, c, bias),
-            linear_part("k projection", n_red, c, c, bias),
-            linear_part("v projection", n_red, c, c, bias),
-            *attention_parts(heads=self.num_heads, queries=n, keys=n_red, d_qk=self.head_dim, d_v=self.head_dim),
-            linear_part("output projection", n, c, c, bias),
-        ]
-        return parts

@@ -7,7 +7,6 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..ops.averaging import masked_mean, masked_mean_reference
-from ..ops.opcounts import OpCounts, elementwise, linear_ops
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -31,7 +30,7 @@ class Relation(Mixer):
     ``out_proj=False`` ends at eq. 12, as the paper does: the output is ``R``, ``inner_dim`` wide
     (``out_dim = inner_dim``). With ``inner_dim=d, out_proj=False, bias=False`` the parameters are the
     paper's ``W_G, W_H in R^{m x d}`` and ``W in R^{d x d}``, ``2 m d + d^2`` (``m = dim``), and the
-    multiplications its §4.2 count ``N d^2 + 2 N d m + N d`` (see :meth:`_count_ops`).
+    multiplications its §4.2 count ``N d^2 + 2 N d m + N d`` (see :func:`tokenmix.counts.context.relation_training`).
 
     Padding: the mean runs over real tokens only (divided by the real count). Causal: ``h'_i`` is the
     running mean of ``h_j`` over real ``j <= i`` (a cumulative sum divided by the running count).
@@ -85,42 +84,3 @@ class Relation(Mixer):
         """``R = phi((G * H') W)`` (eq. 12), then ``W_O`` when ``out_proj``."""
         r = self.phi(self.w(g * context))
         return r if self.proj is None else self.proj(r)
-
-    # -- operation counts ----------------------------------------------------------------------
-    def _count_activation(self, count: int) -> OpCounts:
-        """phi on ``count`` entries: ReLU is a comparison and the identity nothing (0 operations); exact GELU,
-        ``0.5 x (1 + erf(x / sqrt 2))``, 2 multiplications, 1 addition and 1 division per entry (erf, like
-        cos, is a primitive that is not counted)."""
-        if isinstance(self.phi, nn.GELU):
-            return elementwise(count, mults=2, adds=1, divs=1)
-        return OpCounts()
-
-    def _count_pointwise(self, rows: int) -> OpCounts:
-        """Everything but the mean, for ``rows`` positions: ``W_G`` and ``W_H`` (eqs. 7-8), ``G * H'`` (``u``
-        multiplications per row, ``u = inner_dim``), ``W`` and phi (eq. 12), ``W_O`` when ``out_proj``; the
-        linear layers with their biases (:func:`~tokenmix.ops.opcounts.linear_ops`)."""
-        u = self.inner_dim
-        layers = (self.g_proj, self.h_proj, self.w) + (() if self.proj is None else (self.proj,))
-        linears = sum((linear_ops(rows, m.in_features, m.out_features, m.bias is not None) for m in layers),
-                      OpCounts())
-        return linears + elementwise(rows * u, mults=1) + self._count_activation(rows * u)
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """The pointwise parts at every position plus the mean of eq. 10 over ``l = length`` rows of width
-        ``u``: ``u (l - 1)`` additions either way (a sum, or a running sum when causal), then ``u`` divisions
-        (one mean, broadcast, eq. 11) or, causally, ``l u`` (each running sum divided by its count).
-        Causal: the sum of :meth:`_count_step_ops` over ``t = 1..l``.
-
-        Yamada et al. (2022) §4.2 count ``N d^2 + 2 N d m + N d`` for Relation (``m = dim``, ``d = u``,
-        ``N = l``): the multiplications of ``W_G``, ``W_H`` (``2 N d m``), ``G * H'`` (``N d``) and ``W``
-        (``N d^2``), which are exactly this count's ``mults`` with ``out_proj=False``. Their formula leaves out
-        the additions (of the matrix products, the biases and the mean's sum) and the mean's ``d`` divisions."""
-        u = self.inner_dim
-        divs = length * u if self.causal else u
-        return self._count_pointwise(length) + OpCounts(adds=(length - 1) * u, divs=divs)
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        """The new token's pointwise parts, ``h_t`` added into the running sum (``u`` additions, none at
-        ``t = 1``) and the sum divided by the count ``t`` (``u`` divisions): O(d^2) whatever ``t``."""
-        u = self.inner_dim
-        return self._count_pointwise(1) + OpCounts(adds=u if t > 1 else 0, divs=u)

@@ -10,22 +10,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.opcounts import elementwise
 from ..ops.spatial import (
     GridReducer,
     WindowAttention,
     window_attention,
     window_attention_reference,
     window_grid,
-)
-from ..ops.spatial_counts import (
-    CountPart,
-    attention_parts,
-    conv2d_ops,
-    gelu_ops,
-    layernorm_ops,
-    linear_part,
-    window_attention_parts,
 )
 from ..registry import register_mixer
 from ..validate import is_positive_int as _positive_int
@@ -114,63 +104,6 @@ class ScalableSelfAttention(ReducedKeyAttention):
         reduced, _ = reducer(x, hw, self.reduce_conv)
         return F.gelu(self.norm(self.reduce_pointwise(reduced)))
 
-    # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
-    def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
-        """The steps of one forward pass over one ``H x W`` image and their counts.
-
-        With ``N = H W`` queries, ``N' = ceil(H/r_n) ceil(W/r_n)`` keys, ``C = dim``, ``Q = qk_dim`` (all
-        heads' query/key width, ``h round(C r_c / h)``), ``h`` heads, ``b = 1`` with projection biases:
-
-        * the shared reduction (``r_n > 1``): the depth-wise strided conv on the grid zero-padded to a multiple
-          of ``r_n`` (padded taps multiplied too, as the implementation does), ``N' C`` outputs, each a dot
-          product of length ``r_n^2`` plus its bias: ``N' C r_n^2`` mults and adds; the 1x1 conv
-          ``C -> Q`` with bias: ``N' Q C`` mults and adds; LayerNorm(Q) on ``N'`` rows (``2Q`` mults,
-          ``4Q - 2`` adds, ``Q + 2`` divs a row); GELU on ``N' Q`` elements (2 mults, 1 add, 1 div each;
-          ``erf`` not counted, see :func:`tokenmix.ops.spatial_counts.gelu_ops`);
-        * ``f_q``: ``N`` rows ``C -> Q``; ``f_k``: ``N'`` rows ``Q -> Q``; ``f_v``: ``N'`` rows ``Q -> C`` (with
-          ``r_n = 1``: ``N`` rows ``C -> Q`` and ``C -> C``); the output projection ``N`` rows ``C -> C``;
-          each output a dot product over the input width, ``+ b`` bias add;
-        * softmax attention of ``N`` queries over ``N'`` keys per head (004 Table 3), query/key width
-          ``Q / h``, value width ``C / h``: ``N N' (Q + C)`` mults, ``N N' (Q + C) - N C - h N`` adds,
-          ``2 h N N'`` divs, ``h N N'`` exps.
-
-        Closed form for ``r_n > 1``::
-
-            mults = N C Q + N' Q^2 + N' Q C + N C^2 + N N' (Q + C) + N' C r_n^2 + N' Q C + 2 N' Q + 2 N' Q
-            adds  = N Q (C - 1) + N' Q (Q - 1) + N' C (Q - 1) + N C (C - 1) + b (N Q + N' Q + N' C + N C)
-                    + N N' (Q + C) - N C - h N + N' C r_n^2 + N' Q C + (4 Q - 2) N' + N' Q
-            divs  = 2 h N N' + (Q + 2) N' + N' Q,    exps = h N N'
-
-        (the last terms: conv, 1x1 conv, LayerNorm, GELU). ``O(N N' (Q + C))``, 002 §3.4's
-        ``O(N N_{r_N} C + N N_{r_N} C_{r_C})``: quadratic in N with ``r_n^2`` times fewer keys than MHSA.
-        """
-        (height, width), c, r, qk = hw, self.dim, self.r_n, self.qk_dim
-        n = height * width
-        bias = self.q_proj.bias is not None
-        parts: list[CountPart] = []
-        if r > 1:
-            n_red = math.ceil(height / r) * math.ceil(width / r)
-            parts += [
-                CountPart(f"reduction: depth-wise Conv2d(C, C, kernel=stride={r}) on the padded grid, {n_red} cells",
-                          conv2d_ops(n_red, c, r * r, self.reduce_conv.bias is not None), gemm=True),
-                linear_part("reduction: 1x1 conv", n_red, c, qk, self.reduce_pointwise.bias is not None),
-                CountPart(f"reduction: LayerNorm({qk}) of the {n_red} reduced cells",
-                          layernorm_ops(n_red, qk, self.norm.elementwise_affine)),
-                CountPart("reduction: GELU", gelu_ops(n_red * qk)),
-            ]
-            kv_rows, kv_in = n_red, qk
-        else:
-            kv_rows, kv_in = n, c
-        parts += [
-            linear_part("f_q", n, c, qk, bias),
-            linear_part("f_k", kv_rows, kv_in, qk, bias),
-            linear_part("f_v", kv_rows, kv_in, c, bias),
-            *attention_parts(heads=self.num_heads, queries=n, keys=kv_rows, d_qk=qk // self.num_heads,
-                             d_v=self.head_dim),
-            linear_part("output projection", n, c, c, bias),
-        ]
-        return parts
-
 
 def _value_map(v: Tensor, hw: tuple[int, int]) -> Tensor:
     """The values as an image: (B, H*W, C) -> (B, C, H, W)."""
@@ -255,33 +188,3 @@ class InteractiveWindowAttention(SpatialMixer, QKVMixer):
         v = self.v_proj(x)
         z = attention(self.q_proj(x), self.k_proj(x), v, window_grid(hw, self.window_size), self.num_heads)
         return self.proj(z + lim(v, hw))
-
-    # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
-    def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
-        """The steps of one forward pass over one ``H x W`` image and their counts.
-
-        The window attention is counted as Swin's/LSA's (without a score bias), over the grid padded to a
-        multiple of the (clipped) window as the implementation computes it
-        (:func:`tokenmix.ops.spatial_counts.window_attention_parts`): Q, K, V projections of the ``N = H W``
-        real cells (V computed once and shared with the LIM), all ``T^2`` scores of each of the ``nW``
-        windows of ``T = mh mw`` cells per head, the output projection of the ``N`` cells. Then the LIM, a
-        depth-wise 3x3 conv with zero padding and a bias on the real ``H x W`` value map: ``N C`` outputs,
-        each 9 taps (those on the zero border included, as the conv computes them) plus the bias, ``9 N C``
-        mults and ``9 N C`` adds; and the residual ``Z + F(V)``, ``N C`` adds. With ``N_p = nW T``::
-
-            mults = 4 N C^2 + 2 N_p T C + 9 N C
-            adds  = 4 N C (C - 1) + 4 b N C + 2 N_p T C - N_p C - h N_p + 10 N C
-            divs  = 2 h N_p T,    exps = h N_p T
-
-        ``O(M^2 N C + 9 N C)``, linear in N for a fixed window (002 §3.4).
-        """
-        (height, width), c = hw, self.dim
-        n = height * width
-        parts = window_attention_parts(window_grid(hw, self.window_size), dim=c, heads=self.num_heads,
-                                       bias=self.q_proj.bias is not None)
-        parts[-1:-1] = [
-            CountPart("LIM: depth-wise 3x3 Conv2d (zero padding) of the value map",
-                      conv2d_ops(n, c, 9, self.lim.bias is not None), gemm=True),
-            CountPart("Z + F(V)", elementwise(n * c, adds=1)),
-        ]
-        return parts

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts, attention_pairs_ops, softmax_attention_ops
 from ..registry import register_mixer
 from .base import QKVMixer
 
@@ -105,30 +104,3 @@ class SoftmaxAttention(QKVMixer):
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         return F.dropout(scores.softmax(dim=-1), self._dropout_p) @ v
-
-    # -- operation counts (004 Tables 3 and 5; the projections are QKVMixer._count_projections) -----------
-    def _count_attend(self, length: int) -> OpCounts:
-        """One head over ``length`` tokens, 004 Table 3: query ``t`` (1-based) attends to ``t`` keys when causal,
-        to all ``length`` keys otherwise; each (query, key) pair costs one score (``head_dim`` multiplications,
-        ``head_dim - 1`` additions), one division by ``sqrt(head_dim)``, one exp, one addition into the softmax
-        sum, one normalising division and one weighted value row (``head_dim`` multiplications and, but for
-        the first key, ``head_dim`` additions); see :func:`~tokenmix.ops.opcounts.attention_pairs_ops`.
-
-        Causal: ``sum_t t = l (l + 1) / 2`` pairs, so with the projections (``4 l d^2`` multiplications,
-        ``4 l d (d - 1)`` additions) ``l^2 d + 4 l d^2 + l d`` multiplications, ``l^2 d + 4 l d^2 - 4 l d - l n``
-        additions, ``n l^2 + n l`` divisions and ``(n l^2 + n l) / 2`` exps over ``n`` heads (Table 3; at
-        d = l = 128: Table 7's 10,502,144 / 10,420,096 (n = 1) or 10,416,128 (n = 32) / 16,512 n / 8,256 n).
-        Bidirectional: ``l^2`` pairs. In Yamada et al. (2022)'s setting (one head of width ``d = inner_dim``
-        over ``m = dim``-wide tokens, no ``W_out``, bidirectional) that is ``2 l^2 d + 3 l m d``
-        multiplications; 000 §4.2 gives no count for Attention to compare with."""
-        pairs = length * (length + 1) // 2 if self.causal else length * length
-        return attention_pairs_ops(pairs, length, self.head_dim)
-
-    def _count_attend_step(self, t: int) -> OpCounts:
-        """One head for the newest query at length ``t`` over the KV cache (004 Table 5): ``t`` keys, so with
-        the projections of the new token ``2 t d + 4 d^2`` multiplications, ``2 t d + 4 d^2 - 5 d - n``
-        additions, ``2 t n`` divisions and ``t n`` exps. (Table 5 prints the additions as
-        ``2td - tn + t + 4d^2 - 5d - 1``, which equals its own unsimplified sum
-        ``(3 (d - 1) d/n + t (d/n - 1) + (t - 1) d/n + (t - 1)) n + (d - 1) d`` only for ``n = 1``; the sum,
-        counted here, is ``2td + 4d^2 - 5d - n`` and adds up over t = 1..l to Table 3's training count.)"""
-        return softmax_attention_ops(1, t, self.head_dim)

@@ -32,7 +32,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ..ops.opcounts import OpCounts
 from ..ops.sparse_patterns import (
     causal_keys,
     fast_score_shape,
@@ -42,6 +41,7 @@ from ..ops.sparse_patterns import (
     sparse_sets,
 )
 from ..registry import register_mixer
+from ..validate import is_positive_int as _positive_int
 from .base import QKVMixer
 
 __all__ = ["sparse_sets", "sparse_pattern", "fast_score_shape", "causal_keys", "SparseStridedAttention",
@@ -67,9 +67,9 @@ class _SparseAttention(QKVMixer):
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
                  stride: int | None, summary: int, factorization: str) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
-        if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
+        if stride is not None and not _positive_int(stride):
             self._fail(f"stride must be a positive int or None (auto), got {stride!r}")
-        if isinstance(summary, bool) or not isinstance(summary, int) or summary <= 0:
+        if not _positive_int(summary):
             self._fail(f"summary must be a positive int, got {summary!r}")
         if not isinstance(factorization, str) or factorization not in _FACTORIZATIONS:
             self._fail(f"factorization must be one of {_FACTORIZATIONS}, got {factorization!r}")
@@ -224,7 +224,7 @@ class _SparseAttention(QKVMixer):
         empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
         return {"k": empty, "v": empty.clone(), "t": torch.zeros((), dtype=torch.long, device=device)}
 
-    def _allowed_keys(self, t: int, part: str = "union") -> Tensor:
+    def allowed_keys(self, t: int, part: str = "union") -> Tensor:
         """Indices of the keys position ``t`` attends to in ``part`` (causal), O(l + t / l) of them."""
         stride = self._stride_for(None)
         return causal_keys(self.kind, stride, self._summary_for(stride), t, part)
@@ -240,7 +240,7 @@ class _SparseAttention(QKVMixer):
         for part, g in self.head_parts():
             heads = slice(first, first + g)
             first += g
-            idx = self._allowed_keys(t, part).to(k.device)
+            idx = self.allowed_keys(t, part).to(k.device)
             qq, kk, vv = q[:, heads], k[:, heads][:, :, idx], v[:, heads][:, :, idx]  # every key allowed
             if any(z.dtype in (torch.float16, torch.bfloat16) for z in (qq, kk, vv)):
                 qq, kk, vv = qq.float(), kk.float(), vv.float()
@@ -252,49 +252,6 @@ class _SparseAttention(QKVMixer):
         out = torch.cat(outs, dim=1).to(v.dtype)
         y = self.proj(out.transpose(1, 2).reshape(x_t.shape[0], self.dim))
         return y, {"k": k, "v": v, "t": state["t"] + 1}
-
-    # -- operation counts ----------------------------------------------------------------------
-    def _count_pairs(self, pairs: int, queries: int) -> OpCounts:
-        """One head, ``queries`` queries (those with at least one key) with ``pairs`` allowed (query, key)
-        pairs in all, counted as softmax attention (004 Table 3,
-        :func:`~tokenmix.ops.opcounts.attention_pairs_ops`) restricted to the pattern: per pair a score
-        (``D`` multiplications, ``D - 1`` additions), an exp, an addition into the softmax sum, a normalising
-        division and a weighted value row (``D`` multiplications, ``D`` additions but for each query's first
-        key); but the ``1 / sqrt(D)`` scaling is applied, as this module does, to the query (``D`` divisions
-        per query) rather than to each score. Only allowed pairs are counted: the block-wise fast path also
-        scores masked-out keys of its bands (up to about twice as many scores, :meth:`score_shapes`), which
-        ``FlopCounterMode`` sees. A query with no key (the fixed pattern's empty ``A2``) costs nothing."""
-        e = self.head_dim
-        return OpCounts(mults=2 * pairs * e, adds=2 * pairs * e - queries * (e + 1), divs=pairs + queries * e,
-                        exps=pairs)
-
-    def _count_attend(self, length: int, part: str = "union") -> OpCounts:
-        """One head attending to ``part``: the pattern's allowed pairs at this length (:meth:`pattern`;
-        O(l sqrt(l)) of them at the automatic stride ``~ sqrt(l)``), through :meth:`_count_pairs`."""
-        allowed = self.pattern(length, part=part)
-        return self._count_pairs(int(allowed.sum()), int(allowed.any(dim=-1).sum()))
-
-    def _count_ops(self, length: int) -> OpCounts:
-        """The four projections plus, per part of :meth:`head_parts`, its heads times :meth:`_count_attend`:
-        with ``factorization="split"`` each head scores only its own set."""
-        return sum((g * self._count_attend(length, part) for part, g in self.head_parts()),
-                   self._count_projections(length))
-
-    def _count_attend_step(self, t: int, part: str = "union") -> OpCounts:
-        """The newest query (position ``t - 1``, 0-based) over its allowed cached keys of ``part``
-        (``_allowed_keys``: ``O(l + t / l)`` of them), through :meth:`_count_pairs`; needs a fixed stride, as
-        decoding does."""
-        if self.stride is None and self.max_len is None:
-            self._fail("incremental counts need a fixed stride: create the mixer with an explicit `stride` "
-                       "(or with max_len, which fixes the automatic stride to round(sqrt(max_len)))")
-        keys = len(self._allowed_keys(t - 1, part))
-        return self._count_pairs(keys, int(keys > 0))
-
-    def _count_step_ops(self, t: int) -> OpCounts:
-        """The four projections of the new token plus, per part of :meth:`head_parts`, its heads times
-        :meth:`_count_attend_step`."""
-        return sum((g * self._count_attend_step(t, part) for part, g in self.head_parts()),
-                   self._count_projections(1))
 
 
 _PAPER = ("Child et al. (2019) §4.2-4.3, factorised attention A_i^(1), A_i^(2): their union in one softmax, or "

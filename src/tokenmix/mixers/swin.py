@@ -7,8 +7,8 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..ops.spatial import WindowAttention, window_attention, window_attention_reference, window_grid
-from ..ops.spatial_counts import CountPart, window_attention_parts
 from ..registry import register_mixer
+from ..validate import is_positive_int as _positive_int
 from .base import QKVMixer, SpatialMixer
 
 
@@ -67,7 +67,7 @@ class SwinWindowAttention(SpatialMixer, QKVMixer):
         bias: bool = True,
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias)
-        if not isinstance(window_size, int) or isinstance(window_size, bool) or window_size <= 0:
+        if not _positive_int(window_size):
             self._fail(f"window_size must be a positive int, got {window_size!r}")
         if not isinstance(shift, bool):
             self._fail(f"shift must be a bool, got {shift!r}")
@@ -91,28 +91,3 @@ class SwinWindowAttention(SpatialMixer, QKVMixer):
         out = attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), grid, self.num_heads,
                         bias_table=self.relative_position_bias_table, table_window=self.window_size)
         return self.proj(out)
-
-    # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
-    def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
-        """The steps of one forward pass over one ``H x W`` image and their counts.
-
-        Q, K, V projections of the ``N = H W`` real cells (``N C`` dot products of length ``C`` each, plus
-        ``N C`` bias additions each with ``bias=True``), then per window and head softmax attention of its
-        ``T = mh mw`` cells over themselves with the relative position bias (one addition per score; the
-        bias is gathered from the table by indexing, no arithmetic), then the output projection of the
-        ``N`` cells. Counted over the grid padded to a multiple of the (clipped) window, exactly as the
-        implementation computes it: ``nW = (H_p / mh)(W_p / mw)`` windows, all ``T^2`` scores of each
-        (padded query rows and masked keys included). SW-MSA (``shift=True``) costs the same as W-MSA: the
-        roll is data movement and the region mask, like the padding mask, is folded into the additive
-        bias mask as ``-inf`` once (not per score, not counted). Closed form, with ``N_p = nW T``::
-
-            mults = 4 N C^2 + 2 N_p T C
-            adds  = 4 N C (C - 1) + 4 b N C + 2 N_p T C - N_p C - h N_p + h N_p T      (b = bias)
-            divs  = 2 h N_p T,    exps = h N_p T
-
-        i.e. 004 Table 3's self-attention (every query seeing the ``T`` keys of its window) plus Swin's bias;
-        ``O(M^2 N C)``, linear in N for a fixed window M (002 §3.1).
-        """
-        grid = window_grid(hw, self.window_size, self.shift)
-        return window_attention_parts(grid, dim=self.dim, heads=self.num_heads, bias=self.q_proj.bias is not None,
-                                      score_bias=True)

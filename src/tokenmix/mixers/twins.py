@@ -6,7 +6,6 @@ from __future__ import annotations
 from torch import Tensor
 
 from ..ops.spatial import WindowAttention, to_pair, window_attention, window_attention_reference, window_grid
-from ..ops.spatial_counts import CountPart, window_attention_parts
 from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer
 from .pvt import SpatialReductionAttention
@@ -72,26 +71,6 @@ class LocallyGroupedAttention(SpatialMixer, QKVMixer):
         grid = window_grid(hw, self.window_size)
         return self.proj(attention(self.q_proj(x), self.k_proj(x), self.v_proj(x), grid, self.num_heads))
 
-    # -- operation counts (tokenmix count; conventions in tokenmix.ops.opcounts / spatial_counts) ----------
-    def _count_parts(self, hw: tuple[int, int]) -> list[CountPart]:
-        """The steps of one forward pass over one ``H x W`` image and their counts.
-
-        Q, K, V projections of the ``N = H W`` real cells, softmax attention inside each ``k1 x k2`` window
-        (clipped to the grid) per head, the output projection; no score bias. As in the implementation the
-        attention runs on the grid padded to a multiple of the window: ``nW`` windows of ``T = mh mw`` cells,
-        all ``T^2`` scores of each (padded query rows and masked padded keys included; the padding mask is a
-        selection, not counted). With ``N_p = nW T`` padded cells, ``C = dim``, ``h`` heads, ``b = bias``::
-
-            mults = 4 N C^2 + 2 N_p T C
-            adds  = 4 N C (C - 1) + 4 b N C + 2 N_p T C - N_p C - h N_p
-            divs  = 2 h N_p T,    exps = h N_p T
-
-        i.e. Swin's count without the relative position bias; ``O(k1 k2 H W d)``, linear in N for a fixed
-        window (002 §3.3).
-        """
-        grid = window_grid(hw, self.window_size)
-        return window_attention_parts(grid, dim=self.dim, heads=self.num_heads, bias=self.q_proj.bias is not None)
-
 
 @register_mixer(
     "twins_gsa",
@@ -112,8 +91,7 @@ class GlobalSubsampledAttention(SpatialReductionAttention):
     Complexity (002 §3.3): ``O(m n H W d) = O(H^2 W^2 d / (k1 k2))`` with ``k1 = k2 = sr_ratio``; with
     LSA in the same layer pair, ``O(k1 k2 H W d + H^2 W^2 d / (k1 k2))``, minimal at ``k1 k2 = sqrt(HW)``.
 
-    Operation counts (``count_ops``) are SRA's, inherited: see
-    :meth:`SpatialReductionAttention._count_parts`.
+    Operation counts (``count_ops``) are SRA's: see :func:`tokenmix.counts.vision.sra_parts`.
 
     Options:
         sr_ratio: the sub-sampling stride (default :data:`LSA_WINDOW` = 7, the default window of
