@@ -408,7 +408,7 @@ def test_bad_options_raise_naming_the_mixer(name, options):
 def test_registry_entries(name):
     info = tokenmix.mixer_info(name)
     assert info.spatial and not info.padding and not info.causal and info.bidirectional and info.multihead
-    assert "002 §3" in info.paper and info.complexity.startswith("O(")
+    assert "Ruggeri (2022) §3" in info.paper and info.complexity.startswith("O(")
     assert "bias" in info.options
     assert dict(info.alternate) == ({"shift": True} if name == "swin" else {})
     with pytest.raises(NotImplementedError, match=name):  # vision inputs carry no padding mask

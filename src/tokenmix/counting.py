@@ -1,13 +1,15 @@
-"""``tokenmix count``: trainable parameters and arithmetic-operation counts of the mixers (issue 7; 004 section 7).
+"""``tokenmix count``: trainable parameters and arithmetic-operation counts of the mixers (issue 7; Chen (2023)
+§7).
 
 For each mixer, :func:`count_mixer` builds the module and reports
 
 * ``params``: its trainable parameters, counted from the module itself;
 * ``train``: the multiplications, additions, divisions and exponentiations of one forward pass over one
-  sequence of ``length`` tokens (:meth:`tokenmix.mixers.base.Mixer.count_ops`; 004 Tables 3-4 for softmax
-  attention and the Extractors, derived the same way for the others, beside each mechanism's code);
+  sequence of ``length`` tokens (:meth:`tokenmix.mixers.base.Mixer.count_ops`; Chen (2023) Tables 3-4 for
+  softmax attention and the Extractors, derived the same way for the others in :mod:`tokenmix.counts`, one
+  module per family of mechanisms);
 * ``step``: for causal mixers, the extra operations for the output of token ``t`` given the cache/state of
-  tokens ``1..t-1`` (:meth:`~tokenmix.mixers.base.Mixer.count_step_ops`; 004 Tables 5-6);
+  tokens ``1..t-1`` (:meth:`~tokenmix.mixers.base.Mixer.count_step_ops`; Chen (2023) Tables 5-6);
 * ``measured_flops``: a cross-check, the FLOPs that :class:`torch.utils.flop_counter.FlopCounterMode` records
   for one forward pass of a ``(1, length, dim)`` input, and ``flop_ratio = measured / (mults + adds)``.
 
@@ -19,7 +21,7 @@ FlopCounterMode ignores (element-wise products, FFTs). The Extractors are measur
 (convolution) path, since ``torch.fft`` operations are not counted.
 
 At ``dim = max_len = length = 128`` the counts of ``softmax`` (causal, 1 or 32 heads), ``extractor_she``,
-``extractor_he``, ``extractor_we`` and ``extractor_me`` are 004 Table 7's.
+``extractor_he``, ``extractor_we`` and ``extractor_me`` are Chen (2023) Table 7's.
 
 :func:`count_paper_000` (``tokenmix count --mode paper-000``) builds ``softmax``, ``linear`` and ``relation``
 as Yamada et al. (2022) §3.1 define them (one head of depth ``d`` over ``m``-wide tokens, no output
@@ -138,7 +140,7 @@ def count_mixer(
         length: the sequence length ``l`` counted (default ``max_len``); spatial mixers are counted on the
             most square grid with ``length`` cells (:func:`square_grid`).
         step_t: the length ``t`` of the incremental step counted (default ``length``; causal only).
-        causal: the mode; default causal where the mixer supports it (004's language-model setting),
+        causal: the mode; default causal where the mixer supports it (Chen (2023)'s language-model setting),
             bidirectional otherwise.
         measure_flops: also run one forward pass under FlopCounterMode.
         options: the mechanism's own options (e.g. ``{"bias": True}``, ``{"nb_features": 64}``). The

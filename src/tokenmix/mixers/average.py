@@ -14,7 +14,7 @@ from .base import Mixer
 @register_mixer(
     "average",
     paper="Zhang, Xiong, Su (2018) 'Accelerating neural transformer via an average attention network' "
-          "§3; 002 §4.3",
+          "§3; Ruggeri (2022) §4.3",
     complexity="O(N d^2)",
     causal=True,
     recurrent=True,
@@ -22,7 +22,7 @@ from .base import Mixer
     residual=True,
 )
 class AverageAttention(Mixer):
-    """Average Attention (Zhang et al. 2018 §3; 002 §4.3)::
+    """Average Attention (Zhang et al. 2018 §3; Ruggeri (2022) §4.3)::
 
         g_j = FFN((1/j) sum_{i <= j} x_i)             # cumulative average, then an FFN
         i_j, f_j = sigmoid(W [x_j; g_j])               # input and forget gates

@@ -236,7 +236,7 @@ class Mixer(nn.Module):
 class QKVMixer(Mixer):
     """Multi-head Q/K/V projections, a per-head attention rule, and the output projection.
 
-    This is the sub-layer of 004 eqs. 10-12 and 16-17 (Yamada et al. (2022) eqs. 1-3): ``Q = x W_Q``,
+    This is the sub-layer of Chen (2023) eqs. 10-12 and 16-17 (Yamada et al. (2022) eqs. 1-3): ``Q = x W_Q``,
     ``K = x W_K``, ``V = x W_V`` with ``W_* in R^{dim x inner_dim}`` split into heads of ``inner_dim /
     num_heads``, ``R_j = attend(Q_j, K_j, V_j)``, concatenation, ``W_out in R^{inner_dim x dim}``. With
     ``bias=False`` it has ``4 dim inner_dim`` parameters (``4 dim^2`` at the default ``inner_dim = dim``).
@@ -253,8 +253,8 @@ class QKVMixer(Mixer):
                          out_dim=None if out_proj else (dim if inner_dim is None else inner_dim))
         inner = self.inner_dim
         self.out_proj = out_proj
-        # Separate matrices, as the papers write them, so that per-matrix initialisations (Glorot in 000,
-        # N(0, 0.01) in 004) mean what they say.
+        # Separate matrices, as the papers write them, so that per-matrix initialisations (Glorot in Yamada et al.
+        # (2022), N(0, 0.01) in Chen (2023)) mean what they say.
         self.q_proj = nn.Linear(dim, inner, bias=bias)
         self.k_proj = nn.Linear(dim, inner, bias=bias)
         self.v_proj = nn.Linear(dim, inner, bias=bias)

@@ -1,6 +1,6 @@
 """The Contextualizer: a context vector refined over K steps by second-order (per-feature) attention.
 
-Paper 003: Maupomé & Meurs, "An Iterative Contextualization Algorithm with Second-Order Attention"
+Maupomé & Meurs (2021), "An Iterative Contextualization Algorithm with Second-Order Attention"
 (arXiv 2021), §2 and Algorithm 1.
 
 The paper numbers only eqs. (1) (the token encoding) and (2) (the Hadamard contextualization); the other
@@ -54,7 +54,8 @@ _Algorithm = Callable[[Tensor, Tensor | None, Tensor, bool], tuple[Tensor, Tenso
     multihead=False,
 )
 class Contextualizer(Mixer):
-    """The Contextualizer of 003 §2 (Algorithm 1) with second-order attention, ``K = steps`` iterations::
+    """The Contextualizer of Maupomé & Meurs (2021) §2 (Algorithm 1) with second-order attention,
+    ``K = steps`` iterations::
 
         c = c^(0)                                              # "ones" | "learned" c_d | "random" U(-1, 1)
         for k = 1..K:
@@ -63,7 +64,8 @@ class Contextualizer(Mixer):
             c        = sum_i alpha_i * x_i                     # [2c] with (2); c is replaced, not combined
         y_i = c                                                # every real position receives c^(K)
 
-    Cost O(N u d) per step (003 Table 1: O(n u m)), O(K N d u) in all; O(N d + N u) memory, no N x N matrix.
+    Cost O(N u d) per step (Maupomé & Meurs (2021) Table 1: O(n u m)), O(K N d u) in all; O(N d + N u)
+    memory, no N x N matrix.
 
     **What each position receives**: position i of a sequence receives that sequence's final context
     vector c^(K) (the same (dim,) vector at every real position); padded positions receive 0. The final
@@ -76,24 +78,24 @@ class Contextualizer(Mixer):
     Parameters (``S = 1`` if ``recurrent`` else ``steps``): ``U``, ``V`` of shape (S, rank, dim), ``W`` of
     shape (S, dim, rank); with ``bias`` also ``b_U``, ``b_V`` (S, rank) and ``b_W`` (S, dim); with
     ``context="learned"`` also ``default_context`` (dim,). At the defaults: ``3 * rank * dim`` parameters.
-    Initialisation (unspecified in 003): PyTorch's ``nn.Linear`` default, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    Initialisation (unspecified in the paper): PyTorch's ``nn.Linear`` default, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
     for every weight and bias; ``default_context`` starts at ones (the constant default).
 
     bf16/fp16: computed in float32, the result is cast back.
 
     Options:
-        steps: K, the number of contextualization steps (default 5: 003 §3.2 uses 5, and Table 2 shows no
+        steps: K, the number of contextualization steps (default 5: the paper's §3.2 uses 5, and Table 2 shows no
             gain beyond K = 5).
-        rank: u, the rank of the factorised 3-way tensor (default 100: 003 does not state u, but its
+        rank: u, the rank of the factorised 3-way tensor (default 100: the paper does not state u, but its
             parameter counts do -- 157k for the recurrent MR model at m = 500 + 20 = 520 is
             3 * 100 * 520 + the 520 -> 2 head, and "3M" for non-recurrent K = 20 is 20 * 3 * 100 * 520).
         recurrent: share (U, V, W) across the steps ([2d], default True) or give each step its own.
         context: c^(0): ``"ones"`` (the constant 1), ``"learned"`` (a parameter c_d) or ``"random"`` (drawn
             U(-1, 1) per sequence, from the global torch RNG, on **every** call -- in training and in eval
-            alike, as 003 §3.1 redraws it "for every document"; seed with ``torch.manual_seed`` or pass
+            alike, as the paper's §3.1 redraws it "for every document"; seed with ``torch.manual_seed`` or pass
             ``c0=`` to :meth:`context` / :meth:`attention_weights` for reproducible outputs). The draw is
             made in float32 and cast, so a seed gives the same c^(0) whatever the dtype.
-        bias: add biases to ``U x``, ``V c`` and ``W(.)`` (default False: 003 has none).
+        bias: add biases to ``U x``, ``V c`` and ``W(.)`` (default False: the paper has none).
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
@@ -102,7 +104,7 @@ class Contextualizer(Mixer):
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
         if num_heads != 1:
             self._fail(f"num_heads={num_heads} is unsupported: the Contextualizer has no heads "
-                       "(second-order attention replaces them, 003 §2)")
+                       "(second-order attention replaces them, Maupomé & Meurs (2021) §2)")
         for value, what in ((steps, "steps"), (rank, "rank")):
             if not _positive_int(value):
                 self._fail(f"{what} must be a positive int, got {value!r}")

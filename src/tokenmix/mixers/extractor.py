@@ -1,4 +1,4 @@
-"""The Extractors of Chen (2023), "Attention Is Not All You Need Anymore" (004 section 5).
+"""The Extractors of Chen (2023), "Attention Is Not All You Need Anymore" (§5).
 
 An Extractor replaces self-attention with a causal "extraction" that weighs the inputs by their reverse
 position (an FIR filter with ``l`` taps, ``l = max_len``), optionally followed by an element-wise
@@ -38,13 +38,14 @@ taps), independent of both paths.
 Padding: padded inputs (``mask`` False) are zeroed before the convolution (for the HE after ``W^in_ext``,
 whose bias would otherwise leak), so they never reach a real position; with right padding each row's
 real outputs equal the row run alone. Incremental decoding keeps the last ``l`` convolution inputs in a
-shift register (newest first): O(l d) per token (O(l d^2) for the SHE, as 004 Table 5 counts).
+shift register (newest first): O(l d) per token (O(l d^2) for the SHE, as Chen (2023) Table 5 counts).
 
-Initialisation as in 004 section 6: weights ``N(0, 0.01^2)``, biases zero.
+Initialisation as in Chen (2023) §6: weights ``N(0, 0.01^2)``, biases zero.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import torch
@@ -61,7 +62,7 @@ __all__ = ["Extractor", "SHE", "HE", "WE", "ME", "FFT_MIN_TAPS", "choose_path", 
 
 _PATHS = ("auto", "direct", "fft")
 _PAPER = "Chen (2023), Attention Is Not All You Need Anymore, section 5"
-_INIT_STD = 0.01  # 004 section 6
+_INIT_STD = 0.01  # Chen (2023) §6
 
 # path="auto" uses the FFT from this many taps in use, min(N, max_len), on. Measured on a 2-core CPU
 # (torch 2.13, dim 128, batch 4, float32, forward + backward, N = l and N = 4 l): the FFT path is as fast
@@ -244,6 +245,13 @@ class Extractor(Mixer):
         return y_t, {"window": window, "pos": state["pos"] + 1}
 
 
+def _register_extractor(name: str, paper: str, complexity: str) -> Callable[[type[Extractor]], type[Extractor]]:
+    """Register an Extractor (``paper``: the section and equations after :data:`_PAPER`): causal only, with
+    padding and decoding, no heads, and ``max_len`` taps that are a sliding window rather than a cap on N."""
+    return register_mixer(name, paper=f"{_PAPER}{paper}", complexity=complexity, causal=True, bidirectional=False,
+                          padding=True, recurrent=True, multihead=False, needs_max_len=True, sliding_window=True)
+
+
 class _Adjusted(Extractor):
     """SHE/HE/WE: the adjustment ``(x W^adj) o e`` (eq. 24) and the optional ``W^out`` (eq. 25)."""
 
@@ -264,29 +272,19 @@ class _Adjusted(Extractor):
         return adjusted if self.out is None else self.out(adjusted)
 
 
-@register_mixer(
-    "extractor_she",
-    paper=f"{_PAPER}.1, eqs. 23-25 (SHE)",
-    complexity="O(N l d^2); O(N d^2 + N d log l + l d^2 log l) with path='fft'",
-    causal=True,
-    bidirectional=False,
-    padding=True,
-    recurrent=True,
-    multihead=False,
-    needs_max_len=True,
-    sliding_window=True,
-)
+@_register_extractor("extractor_she", ".1, eqs. 23-25 (SHE)",
+                     "O(N l d^2); O(N d^2 + N d log l + l d^2 log l) with path='fft'")
 class SHE(_Adjusted):
-    """Super high-performance Extractor (004 eqs. 23-25).
+    """Super high-performance Extractor (Chen (2023) eqs. 23-25).
 
     ``e_i = sum_{j=i-l+1..i, j>=1} x_j W^ext_{i-j+1}`` with ``l`` d x d tap matrices,
     ``a_i = (x_i W^adj) o e_i``, ``y_i = a_i W^out``.
 
     Parameters (``bias=False``): ``l d^2 + d^2 + d^2`` with ``out_proj=True`` (the default, which
-    reproduces 004 Tables 3 and 7: 2,129,920 at d = l = 128), ``l d^2 + d^2`` without it.
+    reproduces Chen (2023) Tables 3 and 7: 2,129,920 at d = l = 128), ``l d^2 + d^2`` without it.
 
     Options:
-        bias: biases in ``W^adj`` and ``W^out`` (the taps have none); default False, as counted in 004.
+        bias: biases in ``W^adj`` and ``W^out`` (the taps have none); default False, as counted in Chen (2023).
         out_proj: the optional output projection ``W^out`` of eq. 25 (default True).
         path: ``"auto"`` | ``"direct"`` | ``"fft"`` (see the module docstring).
     """
@@ -301,29 +299,19 @@ class SHE(_Adjusted):
         self._init_weights()
 
 
-@register_mixer(
-    "extractor_he",
-    paper=f"{_PAPER}.3, eqs. 27-28 with 24-25 (HE)",
-    complexity="O(N l d + N d^2); O(N d log l + N d^2) with path='fft'",
-    causal=True,
-    bidirectional=False,
-    padding=True,
-    recurrent=True,
-    multihead=False,
-    needs_max_len=True,
-    sliding_window=True,
-)
+@_register_extractor("extractor_he", ".3, eqs. 27-28 with 24-25 (HE)",
+                     "O(N l d + N d^2); O(N d log l + N d^2) with path='fft'")
 class HE(_Adjusted):
-    """Higher-performance Extractor (004 eqs. 27-28, then the SHE's eqs. 24-25).
+    """Higher-performance Extractor (Chen (2023) eqs. 27-28, then the SHE's eqs. 24-25).
 
     ``u = X W^in_ext``, ``e_i = sum_{j=i-l+1..i, j>=1} u_j o w^ext_{i-j+1}`` with ``l`` tap vectors,
     ``a_i = (x_i W^adj) o e_i``, ``y_i = a_i W^out``.
 
     Parameters (``bias=False``): ``l d + 3 d^2`` with ``out_proj=True`` (the default, which reproduces
-    004 Tables 4 and 7: 65,536 at d = l = 128), ``l d + 2 d^2`` without it.
+    Chen (2023) Tables 4 and 7: 65,536 at d = l = 128), ``l d + 2 d^2`` without it.
 
     Options:
-        bias: biases in ``W^in_ext``, ``W^adj`` and ``W^out``; default False, as counted in 004.
+        bias: biases in ``W^in_ext``, ``W^adj`` and ``W^out``; default False, as counted in Chen (2023).
         out_proj: the optional output projection ``W^out`` of eq. 25 (default True).
         path: ``"auto"`` | ``"direct"`` | ``"fft"`` (see the module docstring).
     """
@@ -343,29 +331,19 @@ class HE(_Adjusted):
         return self.in_ext(x)
 
 
-@register_mixer(
-    "extractor_we",
-    paper=f"{_PAPER}.2, eq. 26 with 24-25 (WE)",
-    complexity="O(N l d + N d^2); O(N d log l + N d^2) with path='fft'",
-    causal=True,
-    bidirectional=False,
-    padding=True,
-    recurrent=True,
-    multihead=False,
-    needs_max_len=True,
-    sliding_window=True,
-)
+@_register_extractor("extractor_we", ".2, eq. 26 with 24-25 (WE)",
+                     "O(N l d + N d^2); O(N d log l + N d^2) with path='fft'")
 class WE(_Adjusted):
-    """Worthwhile Extractor (004 eq. 26, then the SHE's eqs. 24-25).
+    """Worthwhile Extractor (Chen (2023) eq. 26, then the SHE's eqs. 24-25).
 
     ``e_i = sum_{j=i-l+1..i, j>=1} x_j o w^ext_{i-j+1}`` with ``l`` tap vectors,
     ``a_i = (x_i W^adj) o e_i``, ``y_i = a_i W^out``.
 
     Parameters (``bias=False``): ``l d + 2 d^2`` with ``out_proj=True`` (the default, which reproduces
-    004 Tables 4 and 7: 49,152 at d = l = 128), ``l d + d^2`` without it.
+    Chen (2023) Tables 4 and 7: 49,152 at d = l = 128), ``l d + d^2`` without it.
 
     Options:
-        bias: biases in ``W^adj`` and ``W^out``; default False, as counted in 004.
+        bias: biases in ``W^adj`` and ``W^out``; default False, as counted in Chen (2023).
         out_proj: the optional output projection ``W^out`` of eq. 25 (default True).
         path: ``"auto"`` | ``"direct"`` | ``"fft"`` (see the module docstring).
     """
@@ -380,22 +358,11 @@ class WE(_Adjusted):
         self._init_weights()
 
 
-@register_mixer(
-    "extractor_me",
-    paper=f"{_PAPER}.4, eq. 29 (ME)",
-    complexity="O(N l d); O(N d log l) with path='fft'",
-    causal=True,
-    bidirectional=False,
-    padding=True,
-    recurrent=True,
-    multihead=False,
-    needs_max_len=True,
-    sliding_window=True,
-)
+@_register_extractor("extractor_me", ".4, eq. 29 (ME)", "O(N l d); O(N d log l) with path='fft'")
 class ME(Extractor):
-    """Minimalist Extractor (004 eq. 29): ``y_i = sum_{j=i-l+1..i, j>=1} x_j w^ext_{i-j+1}``.
+    """Minimalist Extractor (Chen (2023) eq. 29): ``y_i = sum_{j=i-l+1..i, j>=1} x_j w^ext_{i-j+1}``.
 
-    Only the extraction, with ``l`` scalar taps shared by all channels: ``l`` parameters (004 Tables 4
+    Only the extraction, with ``l`` scalar taps shared by all channels: ``l`` parameters (Chen (2023) Tables 4
     and 7: 128 at l = 128). It has no adjustment and no projection.
 
     Options:

@@ -23,9 +23,9 @@ _SEK_INPUTS = ("keys", "activated")  # what SE-K pools: the pre-activation K, or
     needs_max_len=True,
 )
 class Kerformer(KernelAttentionMixer):
-    """Kerformer attention (001: Gan et al. 2023, §3.3 eqs. 7-9 and the SE-K module of §3.5), per head.
+    """Kerformer attention (Gan et al. (2023) §3.3 eqs. 7-9 and the SE-K module of §3.5), per head.
 
-    Feature maps (001 eqs. 7-8), applied row by row::
+    Feature maps (Gan et al. (2023) eqs. 7-8), applied row by row::
 
         phi(Q_i) = sigmoid(Q_i)            (eq. 7; identity if q_act=False)
         phi(K_j) = softmax(K_j)            (eq. 8; over the head's feature dimension; identity if k_act=False)
@@ -57,7 +57,7 @@ class Kerformer(KernelAttentionMixer):
     of key j would depend on later tokens. ``causal=True`` leaves SE-K off by default, and
     ``causal=True, se_k=True`` raises ``ValueError``.
 
-    Ablations (001 Table 6): ``q_act=False`` is "Q + Softmax(K) + SE-K", ``k_act=False`` is
+    Ablations (Gan et al. (2023) Table 6): ``q_act=False`` is "Q + Softmax(K) + SE-K", ``k_act=False`` is
     "Sigmoid(Q) + K + SE-K", ``se_k=False`` is "Sigmoid(Q) + Softmax(K)". With an activation off the
     features can be negative, so the normaliser ``phi(Q_i) sum_j phi(K_j)^T`` can be near zero or change
     sign; the sign-preserving ``eps`` of the denominator keeps the output finite, but these ablations can

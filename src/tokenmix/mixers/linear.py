@@ -12,7 +12,7 @@ from .base import QKVMixer
 
 
 def elu_feature_map(x: Tensor) -> Tensor:
-    """tau(x) = x + 1 for x > 0, e^x otherwise (000 eq. 6), i.e. elu(x) + 1 > 0."""
+    """tau(x) = x + 1 for x > 0, e^x otherwise (Yamada et al. (2022) eq. 6), i.e. elu(x) + 1 > 0."""
     return F.elu(x) + 1.0
 
 

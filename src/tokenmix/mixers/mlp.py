@@ -19,14 +19,14 @@ from .base import Mixer
     multihead=False,
 )
 class PointwiseMLP(Mixer):
-    """The Baseline of 000 §3.2.1: pointwise layers applied to each token on its own, so no information
+    """The Baseline of Yamada et al. (2022) §3.2.1: pointwise layers applied to each token on its own, so no information
     crosses positions (trivially causal and padding-proof). ``Linear(dim, hidden) -> ReLU ->
     Linear(hidden, dim)``; the default ``hidden = 2 dim`` with ``bias=False`` gives ``4 dim^2`` parameters,
-    the budget of "softmax", as 000 matches parameter sizes across its networks.
+    the budget of "softmax", as Yamada et al. (2022) match parameter sizes across their networks.
 
     Options:
         hidden: width of the hidden layer (default ``2 * dim``).
-        bias: biases (000's networks have them, zero-initialised).
+        bias: biases (Yamada et al. (2022)'s networks have them, zero-initialised).
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,

@@ -41,15 +41,15 @@ def orthogonal_gaussian_projection(nb_features: int, dim: int, *, generator: tor
 @register_mixer(
     "performer",
     paper="Choromanski et al. (2021) 'Rethinking attention with Performers' (FAVOR+, Lemma 1, sec. 2.4); "
-          "002 sec. 4.2",
+          "Ruggeri (2022) §4.2",
     complexity="O(N m d)",
     causal=True,
     recurrent=True,
 )
 class Performer(KernelAttentionMixer):
-    """Performer attention (FAVOR+, Choromanski et al. 2021; 002 sec. 4.2), per head.
+    """Performer attention (FAVOR+, Choromanski et al. 2021; Ruggeri (2022) §4.2), per head.
 
-    ``Att(Q, K, V) = D^-1 (Q' ((K')^T V))``, ``D = diag(Q' ((K')^T 1_N))`` (002 sec. 4.2), where the rows of
+    ``Att(Q, K, V) = D^-1 (Q' ((K')^T V))``, ``D = diag(Q' ((K')^T 1_N))`` (Ruggeri (2022) §4.2), where the rows of
     ``Q'``, ``K'`` are the positive random features
 
         ``phi(x) = h(x) / sqrt(m) (f(w_1^T x), ..., f(w_m^T x))``, ``h(x) = exp(-|x|^2 / 2)``, ``f = exp``,

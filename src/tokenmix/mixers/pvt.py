@@ -1,4 +1,4 @@
-"""PVT's spatial-reduction attention, SRA (Wang et al. 2021; 002 §3.2)."""
+"""PVT's spatial-reduction attention, SRA (Wang et al. 2021; Ruggeri (2022) §3.2)."""
 
 from __future__ import annotations
 
@@ -45,14 +45,14 @@ class ReducedKeyAttention(SpatialMixer):
 
 @register_mixer(
     "pvt",
-    paper="Wang et al. (2021) Pyramid Vision Transformer §3.3, SRA eqs. 2-4; 002 §3.2",
-    complexity="O(H^2 W^2 / R^2) (002 §3.2; O(N^2 d / R^2) with N = HW, R = sr_ratio)",
+    paper="Wang et al. (2021) Pyramid Vision Transformer §3.3, SRA eqs. 2-4; Ruggeri (2022) §3.2",
+    complexity="O(H^2 W^2 / R^2) (Ruggeri (2022) §3.2; O(N^2 d / R^2) with N = HW, R = sr_ratio)",
     causal=False,
     padding=False,
     spatial=True,
 )
 class SpatialReductionAttention(ReducedKeyAttention, QKVMixer):
-    """Spatial-reduction attention (002 §3.2; PVT eqs. 2-4)::
+    """Spatial-reduction attention (Ruggeri (2022) §3.2; PVT eqs. 2-4)::
 
         SR(x)   = Norm(Reshape(x, R) W^S)
         head_j  = Attention(x W_j^Q, SR(x) W_j^K, SR(x) W_j^V)
@@ -63,7 +63,7 @@ class SpatialReductionAttention(ReducedKeyAttention, QKVMixer):
     and ``Norm`` a LayerNorm (``norm``), so there are ``ceil(H/R) ceil(W/R) ~ N / R^2`` keys. With
     ``sr_ratio=1`` there is no conv and no norm: plain multi-head attention.
 
-    Complexity (002 §3.2): ``O(H^2 W^2 / R^2)``, quadratic in N but R^2 times cheaper than MHSA.
+    Complexity (Ruggeri (2022) §3.2): ``O(H^2 W^2 / R^2)``, quadratic in N but R^2 times cheaper than MHSA.
 
     Grids not divisible by R: ceil mode. The grid is zero-padded at the bottom/right to a multiple of R
     before the strided conv, so each reduced cell is the conv over the real cells of its clipped R x R

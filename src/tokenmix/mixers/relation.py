@@ -39,8 +39,8 @@ class Relation(Mixer):
 
     Options:
         inner_dim: d, the width of G, H and W (default ``dim``).
-        bias: biases in the projections (000 §3.2.1 networks have them, zero-initialised; ``bias=False``
-            with ``inner_dim=dim`` gives ``4 dim^2`` parameters, the budget of "softmax").
+        bias: biases in the projections (Yamada et al. (2022) §3.2.1's networks have them, zero-initialised;
+            ``bias=False`` with ``inner_dim=dim`` gives ``4 dim^2`` parameters, the budget of "softmax").
         activation: phi, ``"relu"`` (paper), ``"gelu"`` or ``"identity"``.
         out_proj: the output projection ``W_O`` back to ``dim`` (default True); False: the output is ``R``
             of eq. 12, ``inner_dim`` wide.

@@ -1,5 +1,5 @@
 """ScalableViT's scalable self-attention (SSA) and interactive window-based self-attention (IWSA)
-(Yang et al. 2022; 002 §3.4)."""
+(Yang et al. 2022; Ruggeri (2022) §3.4)."""
 
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ from .pvt import ReducedKeyAttention
 
 @register_mixer(
     "scalable_ssa",
-    paper="Yang et al. (2022) ScalableViT §3.1, scalable self-attention (SSA); 002 §3.4",
-    complexity="O(N N_{r_N} C + N N_{r_N} C_{r_C}) (002 §3.4; N_{r_N} = N / r_n^2 keys, C_{r_C} = r_c C)",
+    paper="Yang et al. (2022) ScalableViT §3.1, scalable self-attention (SSA); Ruggeri (2022) §3.4",
+    complexity="O(N N_{r_N} C + N N_{r_N} C_{r_C}) (Ruggeri (2022) §3.4; N_{r_N} = N / r_n^2 keys, C_{r_C} = r_c C)",
     causal=False,
     padding=False,
     spatial=True,
 )
 class ScalableSelfAttention(ReducedKeyAttention):
-    """Scalable self-attention (002 §3.4; ScalableViT §3.1)::
+    """Scalable self-attention (Ruggeri (2022) §3.4; ScalableViT §3.1)::
 
         SSA(X) = softmax(Q' K'^T / sqrt(d'_k)) V',
         Q' = f_q(X) in R^{N x C r_c},   K' = f_k(X) in R^{N' x C r_c},   V' = f_v(X) in R^{N' x C},
@@ -50,7 +50,7 @@ class ScalableSelfAttention(ReducedKeyAttention):
     ``r_c`` sets the per-head query/key width to ``round(head_dim * r_c)`` (at least 1), so that it always
     splits evenly over the heads (the released code's ``int(C r_c)`` equals this for its configurations).
 
-    Complexity (002 §3.4): ``O(N N_{r_N} C + N N_{r_N} C_{r_C})``, linear in N for a fixed number of keys.
+    Complexity (Ruggeri (2022) §3.4): ``O(N N_{r_N} C + N N_{r_N} C_{r_C})``, linear in N for a fixed number of keys.
 
     Grids not divisible by ``r_n``: ceil mode, as for PVT's SRA (zero padding at the bottom/right before the
     strided conv; each reduced cell is the conv over the real cells of its clipped block, nothing else).
@@ -58,7 +58,7 @@ class ScalableSelfAttention(ReducedKeyAttention):
 
     Options:
         r_n: the spatial reduction stride (default 2; ScalableViT uses 8, 4, 2, 1 in stages 1-4, 2 being
-            the stage that holds most layers). 002 writes the spatial scale as the fraction N -> N r_N; here
+            the stage that holds most layers). Ruggeri (2022) writes the spatial scale as the fraction N -> N r_N; here
             ``r_n`` is the stride, the key count shrinking by ``r_n^2``.
         r_c: the channel scale of queries and keys (default 1.25, ScalableViT-S stages 1-3).
         bias: biases in the Q/K/V and output projections (default True, ScalableViT's ``qkv_bias=True``;
@@ -112,14 +112,15 @@ def _value_map(v: Tensor, hw: tuple[int, int]) -> Tensor:
 
 @register_mixer(
     "scalable_iwsa",
-    paper="Yang et al. (2022) ScalableViT §3.2, interactive window-based self-attention (IWSA, LIM); 002 §3.4",
-    complexity="O(N) (002 §3.4; O(M^2 N d) window attention + O(9 N d) LIM)",
+    paper="Yang et al. (2022) ScalableViT §3.2, interactive window-based self-attention (IWSA, LIM); "
+          "Ruggeri (2022) §3.4",
+    complexity="O(N) (Ruggeri (2022) §3.4; O(M^2 N d) window attention + O(9 N d) LIM)",
     causal=False,
     padding=False,
     spatial=True,
 )
 class InteractiveWindowAttention(SpatialMixer, QKVMixer):
-    """Interactive window-based self-attention (002 §3.4; ScalableViT §3.2)::
+    """Interactive window-based self-attention (Ruggeri (2022) §3.4; ScalableViT §3.2)::
 
         Z' = Z + F(V),     output = Z' W^O,
 
@@ -129,7 +130,7 @@ class InteractiveWindowAttention(SpatialMixer, QKVMixer):
     connects adjacent windows. No relative position bias and no shift (the LIM's zero padding encodes
     position implicitly).
 
-    Complexity (002 §3.4): ``O(N)``; window attention costs ``O(M^2 N d)`` and the LIM ``O(9 N d)``.
+    Complexity (Ruggeri (2022) §3.4): ``O(N)``; window attention costs ``O(M^2 N d)`` and the LIM ``O(9 N d)``.
 
     Grids that do not fit: the window attention clips, pads and masks exactly as Swin/LSA (padded cells are
     never keys; see :mod:`tokenmix.ops.spatial`). The LIM runs on the real H x W value map with its own

@@ -41,7 +41,7 @@ class SoftmaxAttention(QKVMixer):
 
     The fast path is ``torch.nn.functional.scaled_dot_product_attention`` with a causal and/or key-padding
     mask; the reference forms the N x N score matrix explicitly. With ``bias=False`` (the default, as in
-    004) the sub-layer has ``4 dim^2`` parameters (004 Table 7: 65,536 at dim 128). Yamada et al. (2022)
+    Chen (2023)) the sub-layer has ``4 dim^2`` parameters (Chen (2023) Table 7: 65,536 at dim 128). Yamada et al. (2022)
     §3.1.1 project the ``m = dim``-wide tokens to a depth ``d`` (``inner_dim``) with no output projection
     (eq. 4 ends at ``... V``): ``inner_dim=d, out_proj=False, bias=False`` is that, ``3 m d`` parameters and
     ``d``-wide outputs (``out_dim = d``).

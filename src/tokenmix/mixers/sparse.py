@@ -1,13 +1,13 @@
-"""Sparse Transformer attention: strided and fixed factorised patterns (Child et al. 2019; survey 002 §4.1).
+"""Sparse Transformer attention: strided and fixed factorised patterns (Child et al. 2019; Ruggeri (2022) §4.1).
 
 Query ``i`` attends only to a sparse set of keys built from the two factorised index sets ``A_i^(1)`` (the
-local one) and ``A_i^(2)`` (the strided/summary one) of 002 §4.1 and Child et al. 2019 §4.2-4.3, with
+local one) and ``A_i^(2)`` (the strided/summary one) of Ruggeri (2022) §4.1 and Child et al. 2019 §4.2-4.3, with
 ``a(x_i, S_i) = softmax(q_i K_{S_i}^T / sqrt(d)) V_{S_i}``. Child et al. §4.3 give several ways to use the
 two sets; the option ``factorization`` picks one of them:
 
 * ``"merged"`` (default): every head attends to the union ``S_i = A_i^(1) ∪ A_i^(2)`` in ONE softmax
   (their "merged head" attention);
-* ``"split"``: the heads are divided between the sets (their "multi-head" attention, and 002 §4.1's
+* ``"split"``: the heads are divided between the sets (their "multi-head" attention, and Ruggeri (2022) §4.1's
   "p heads with ``S_i = A_i^(m)``", ``p = 2``): the first half of the heads attends only to ``A_i^(1)``, the
   second half only to ``A_i^(2)``, each in its own softmax. A head whose set is empty for a query (the
   fixed pattern's ``A_i^(2)`` before the first summary position, or when all its keys are padding)
@@ -255,11 +255,11 @@ class _SparseAttention(QKVMixer):
 
 
 _PAPER = ("Child et al. (2019) §4.2-4.3, factorised attention A_i^(1), A_i^(2): their union in one softmax, or "
-          "split over heads; survey 002 §4.1 (Sparse Transformer)")
+          "split over heads; Ruggeri (2022) §4.1 (Sparse Transformer)")
 
 @register_mixer("sparse_strided", paper=_PAPER, complexity="O(N sqrt(N) d)", causal=True, recurrent=True)
 class SparseStridedAttention(_SparseAttention):
-    """Sparse Transformer, strided pattern (Child et al. 2019 §4.2-4.3; 002 §4.1).
+    """Sparse Transformer, strided pattern (Child et al. 2019 §4.2-4.3; Ruggeri (2022) §4.1).
 
     With stride ``l``, (causal) ``A_i^(1) = {max(0, i - l), ..., i}`` (the previous ``l`` positions and
     itself) and ``A_i^(2) = {j <= i : (i - j) mod l = 0}`` (every ``l``-th position before it);
@@ -324,7 +324,7 @@ class SparseStridedAttention(_SparseAttention):
 
 @register_mixer("sparse_fixed", paper=_PAPER, complexity="O(N sqrt(N) d)", causal=True, recurrent=True)
 class SparseFixedAttention(_SparseAttention):
-    """Sparse Transformer, fixed pattern (Child et al. 2019 §4.3; 002 §4.1).
+    """Sparse Transformer, fixed pattern (Child et al. 2019 §4.3; Ruggeri (2022) §4.1).
 
     With block length ``l`` and ``c`` summary positions per block, (causal)
     ``A_i^(1) = {j <= i : floor(j / l) = floor(i / l)}`` (its block up to itself) and

@@ -1,4 +1,4 @@
-"""Swin's window multi-head self-attention, W-MSA and shifted SW-MSA (Liu et al. 2021; 002 §3.1)."""
+"""Swin's window multi-head self-attention, W-MSA and shifted SW-MSA (Liu et al. 2021; Ruggeri (2022) §3.1)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from .base import QKVMixer, SpatialMixer
 
 @register_mixer(
     "swin",
-    paper="Liu et al. (2021) Swin Transformer §3.2 (W-MSA/SW-MSA, relative position bias, eq. 4); 002 §3.1",
-    complexity="O(M^2 h w C) = O(HW) (002 §3.1; per layer O(M^2 N d), linear in N = HW for a fixed window M)",
+    paper="Liu et al. (2021) Swin Transformer §3.2 (W-MSA/SW-MSA, relative position bias, eq. 4); Ruggeri (2022) §3.1",
+    complexity="O(M^2 h w C) = O(HW) (Ruggeri (2022) §3.1; per layer O(M^2 N d), linear in N = HW for a fixed "
+               "window M)",
     causal=False,
     padding=False,
     spatial=True,
     alternate={"shift": True},
 )
 class SwinWindowAttention(SpatialMixer, QKVMixer):
-    """Window multi-head self-attention with a relative position bias (002 §3.1; Swin §3.2, eq. 4)::
+    """Window multi-head self-attention with a relative position bias (Ruggeri (2022) §3.1; Swin §3.2, eq. 4)::
 
         Attention(Q, K, V) = softmax(Q K^T / sqrt(d) + B) V      inside each M x M window,
 
@@ -33,7 +34,7 @@ class SwinWindowAttention(SpatialMixer, QKVMixer):
     (Swin's attention mask, so cells rolled in from the other edge stay apart), and the result is rolled
     back. A model applies ``shift=True`` to every second layer (``alternate``).
 
-    Complexity (002 §3.1): ``O(M^2 h w C) = O(HW)``; each of the ``HW / M^2`` windows costs
+    Complexity (Ruggeri (2022) §3.1): ``O(M^2 h w C) = O(HW)``; each of the ``HW / M^2`` windows costs
     ``O(M^4 C)``, i.e. ``O(M^2 N d)`` with ``N = HW``: linear in N for a fixed M (M = 7 in Swin).
 
     Grids that do not fit the window:

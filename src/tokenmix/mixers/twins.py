@@ -1,5 +1,5 @@
 """Twins' spatially separable self-attention: locally-grouped (LSA) and global sub-sampled (GSA) attention
-(Chu et al. 2021; 002 §3.3)."""
+(Chu et al. 2021; Ruggeri (2022) §3.3)."""
 
 from __future__ import annotations
 
@@ -10,24 +10,24 @@ from ..registry import register_mixer
 from .base import QKVMixer, SpatialMixer
 from .pvt import SpatialReductionAttention
 
-# The LSA window, and the GSA sub-sampling that gives one representative per such window (002 §3.3).
+# The LSA window, and the GSA sub-sampling that gives one representative per such window (Ruggeri (2022) §3.3).
 LSA_WINDOW = 7
 
 
 @register_mixer(
     "twins_lsa",
-    paper="Chu et al. (2021) Twins §2.2, locally-grouped self-attention (LSA); 002 §3.3",
-    complexity="O(k1 k2 H W d) (002 §3.3; linear in N = HW for a fixed k1 x k2 window)",
+    paper="Chu et al. (2021) Twins §2.2, locally-grouped self-attention (LSA); Ruggeri (2022) §3.3",
+    complexity="O(k1 k2 H W d) (Ruggeri (2022) §3.3; linear in N = HW for a fixed k1 x k2 window)",
     causal=False,
     padding=False,
     spatial=True,
 )
 class LocallyGroupedAttention(SpatialMixer, QKVMixer):
-    """Locally-grouped self-attention (002 §3.3; Twins §2.2): the ``H x W`` grid is cut into non-overlapping
+    """Locally-grouped self-attention (Ruggeri (2022) §3.3; Twins §2.2): the ``H x W`` grid is cut into non-overlapping
     ``k1 x k2`` windows (``m x n`` of them) and multi-head self-attention runs inside each window; no
     relative position bias and no shift (Twins gets cross-window communication from GSA instead).
 
-    Complexity (002 §3.3): ``O(H^2 W^2 d / (m n)) = O(k1 k2 H W d)``, linear in HW for fixed k1, k2.
+    Complexity (Ruggeri (2022) §3.3): ``O(H^2 W^2 d / (m n)) = O(k1 k2 H W d)``, linear in HW for fixed k1, k2.
 
     Grids that do not fit: the window is clipped to ``min(k1, H) x min(k2, W)``, the grid is zero-padded at
     the bottom/right to a multiple of it, and padded cells are masked out as keys (the released Twins code
@@ -74,28 +74,28 @@ class LocallyGroupedAttention(SpatialMixer, QKVMixer):
 
 @register_mixer(
     "twins_gsa",
-    paper="Chu et al. (2021) Twins §2.2, global sub-sampled attention (GSA); 002 §3.3",
-    complexity="O(H^2 W^2 d / (k1 k2)) (002 §3.3; k1 = k2 = sr_ratio, i.e. O(N^2 d / sr_ratio^2))",
+    paper="Chu et al. (2021) Twins §2.2, global sub-sampled attention (GSA); Ruggeri (2022) §3.3",
+    complexity="O(H^2 W^2 d / (k1 k2)) (Ruggeri (2022) §3.3; k1 = k2 = sr_ratio, i.e. O(N^2 d / sr_ratio^2))",
     causal=False,
     padding=False,
     spatial=True,
 )
 class GlobalSubsampledAttention(SpatialReductionAttention):
-    """Global sub-sampled attention (002 §3.3; Twins §2.2): full-resolution queries attend to one
+    """Global sub-sampled attention (Ruggeri (2022) §3.3; Twins §2.2): full-resolution queries attend to one
     representative key/value per ``sr_ratio x sr_ratio`` cell of the grid. Twins sub-samples with a
     regular strided convolution (``Conv2d(dim, dim, kernel=sr, stride=sr)``, then LayerNorm), which makes
     GSA the same operator as PVT's SRA; this class reuses it (see :class:`SpatialReductionAttention` for the
     ceil-mode handling of grids that are not multiples of ``sr_ratio``, and the reference path). With
     ``sr_ratio=1`` it is plain multi-head attention.
 
-    Complexity (002 §3.3): ``O(m n H W d) = O(H^2 W^2 d / (k1 k2))`` with ``k1 = k2 = sr_ratio``; with
+    Complexity (Ruggeri (2022) §3.3): ``O(m n H W d) = O(H^2 W^2 d / (k1 k2))`` with ``k1 = k2 = sr_ratio``; with
     LSA in the same layer pair, ``O(k1 k2 H W d + H^2 W^2 d / (k1 k2))``, minimal at ``k1 k2 = sqrt(HW)``.
 
     Operation counts (``count_ops``) are SRA's: see :func:`tokenmix.counts.vision.sra_parts`.
 
     Options:
         sr_ratio: the sub-sampling stride (default :data:`LSA_WINDOW` = 7, the default window of
-            ``twins_lsa``: 002 §3.3 pairs LSA with a GSA that takes "one representative per window", so the
+            ``twins_lsa``: Ruggeri (2022) §3.3 pairs LSA with a GSA that takes "one representative per window", so the
             SSSA pattern ``["twins_lsa", "twins_gsa"]`` is consistent at the defaults; Twins-SVT's own
             stages use 8, 4, 2, 1).
         bias: biases in the Q/K/V and output projections (default True).

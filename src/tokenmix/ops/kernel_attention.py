@@ -1,6 +1,7 @@
 """Kernelised (linear) attention, the operation shared by "linear", "performer", "cosformer" and "kerformer".
 
-Given non-negative feature maps ``phi(q_i)``, ``phi(k_j)`` (001 eqs. 4-6, Katharopoulos et al. 2020 eq. 2)::
+Given non-negative feature maps ``phi(q_i)``, ``phi(k_j)`` (Gan et al. (2023) eqs. 4-6, Katharopoulos et al.
+(2020) eq. 2)::
 
     out_i = sum_j w_ij v_j / sum_j w_ij,     w_ij = phi(q_i) . phi(k_j)  [j <= i when causal, j real]
 

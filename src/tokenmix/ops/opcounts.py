@@ -1,6 +1,6 @@
-"""Arithmetic-operation counts: the bookkeeping behind ``tokenmix count`` (004 section 7, Tables 3-7).
+"""Arithmetic-operation counts: the bookkeeping behind ``tokenmix count`` (Chen (2023) §7, Tables 3-7).
 
-Conventions (those of 004 Tables 3-6, applied to every mechanism):
+Conventions (those of Chen (2023) Tables 3-6, applied to every mechanism):
 
 * one sequence (batch 1), the forward pass only; "training" means computing all ``l`` outputs of a
   sequence of length ``l`` at once, "inference step at length t" the extra work for token ``t`` when the
@@ -45,7 +45,7 @@ class OpCounts:
 
     @property
     def total(self) -> int:
-        """All arithmetic operations (004 Table 7's "total arithmetic operations")."""
+        """All arithmetic operations (Chen (2023) Table 7's "total arithmetic operations")."""
         return self.mults + self.adds + self.divs + self.exps
 
     def as_dict(self) -> dict[str, int]:
@@ -75,7 +75,7 @@ def elementwise(n: int, *, mults: int = 0, adds: int = 0, divs: int = 0, exps: i
 def softmax_ops(width: int, count: int = 1) -> OpCounts:
     """``count`` softmaxes over ``width`` entries each: ``width`` exps, ``width - 1`` additions (the sum) and
     ``width`` divisions (the normalisation) apiece. The max subtracted for numerical range (it cancels
-    exactly) is a comparison plus a shift that 004 does not count, and neither is it counted here."""
+    exactly) is a comparison plus a shift that Chen (2023) does not count, and neither is it counted here."""
     return OpCounts(adds=count * (width - 1), divs=count * width, exps=count * width)
 
 
@@ -83,14 +83,14 @@ def softmax_attention_ops(queries: int, keys: int, head_dim: int) -> OpCounts:
     """One head of ``softmax(q k^T / sqrt(head_dim)) v`` for ``queries`` queries that each attend to ``keys``
     keys (projections excluded); see :func:`attention_pairs_ops`, of which this is the case
     ``pairs = queries keys``. Per query: ``2 keys head_dim`` multiplications, ``2 keys head_dim - head_dim - 1``
-    additions, ``2 keys`` divisions and ``keys`` exps (004 Table 3's summand at t = ``keys``)."""
+    additions, ``2 keys`` divisions and ``keys`` exps (Chen (2023) Table 3's summand at t = ``keys``)."""
     return attention_pairs_ops(queries * keys, queries, head_dim)
 
 
 def attention_pairs_ops(pairs: int, queries: int, head_dim: int) -> OpCounts:
     """One head of softmax attention with ``pairs`` (query, key) scores in all over ``queries`` queries (each
     with at least one key; e.g. ``l (l + 1) / 2`` pairs over ``l`` queries for causal attention), counted as
-    004 Table 3 counts one query with t keys: t dot products of length ``head_dim`` (the scores; t
+    Chen (2023) Table 3 counts one query with t keys: t dot products of length ``head_dim`` (the scores; t
     ``head_dim`` multiplications, t (``head_dim`` - 1) additions), t divisions by ``sqrt(head_dim)``, a
     :func:`softmax_ops` over t entries, and the weighted sum of t value rows (t ``head_dim``
     multiplications, (t - 1) ``head_dim`` additions). The cost is affine in t, so summing over queries

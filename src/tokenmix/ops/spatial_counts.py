@@ -1,12 +1,12 @@
 """Operation counts of the vision mixers' building blocks ("swin", "twins_lsa", "scalable_iwsa", "pvt",
-"twins_gsa", "scalable_ssa"), in the conventions of :mod:`tokenmix.ops.opcounts` (004 Tables 3-4).
+"twins_gsa", "scalable_ssa"), in the conventions of :mod:`tokenmix.ops.opcounts` (Chen (2023) Tables 3-4).
 
 A count is kept as a list of labelled :class:`CountPart`\\ s so that the matrix products and convolutions
 (``gemm=True``) can be told apart from the rest: ``2 * gemm_mults(parts)`` is what
 ``torch.utils.flop_counter.FlopCounterMode`` reports for the same forward (it counts 2 per multiply-add
 of mm/bmm/addmm/conv/attention kernels and ignores element-wise work), which the tests check exactly.
 
-Softmax attention of ``q`` queries over ``k`` keys, per head (004 Table 3, the self-attention column, with
+Softmax attention of ``q`` queries over ``k`` keys, per head (Chen (2023) Table 3, the self-attention column, with
 every query seeing all ``k`` keys instead of the causal ``t``):
 
 * scores ``Q K^T``: ``q k`` dot products of length ``d_qk``: ``q k d_qk`` mults, ``q k (d_qk - 1)`` adds;
@@ -120,7 +120,7 @@ def window_attention_parts(grid: WindowGrid, *, dim: int, heads: int, bias: bool
         divs  = 2 h N_p T
         exps  = h N_p T
 
-    linear in ``N`` for a fixed window (002 §3.1: ``O(M^2 N C)``).
+    linear in ``N`` for a fixed window (Ruggeri (2022) §3.1: ``O(M^2 N C)``).
     """
     n, t = grid.hw[0] * grid.hw[1], grid.window_cells
     head_dim = dim // heads
