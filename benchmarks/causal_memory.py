@@ -43,7 +43,7 @@ def main() -> None:
         for pass_name in ("fwd", "fwdbwd"):
             bidir, causal = records[(name, pass_name, False)], records[(name, pass_name, True)]
             if not (bidir.ok and causal.ok):
-                print(f"| {name} | {pass_name} | {bidir.status} | {causal.status} | - | - |")
+                print(f"| {name} | {pass_name} | {bidir.result.status_text} | {causal.result.status_text} | - | - |")
                 continue
             ratio = causal.peak_mem_mb / bidir.peak_mem_mb
             print(f"| {name} | {pass_name} | {bidir.peak_mem_mb:,.1f} | {causal.peak_mem_mb:,.1f} | {ratio:.2f} | "
