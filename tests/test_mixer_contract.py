@@ -172,6 +172,10 @@ def test_bad_input_raises(name):
         mixer(good, torch.ones(2, 4, dtype=torch.bool))  # mask shape
     with pytest.raises(TypeError, match=name):
         mixer(good, torch.ones(2, 5))  # mask not bool
+    with pytest.raises(ValueError, match=rf"{name}: x has an empty batch \(B = 0\)"):
+        mixer(good[:0])
+    with pytest.raises(ValueError, match=rf"{name}: x has an empty sequence \(N = 0\)"):
+        mixer(good[:, :0])
     longer = torch.randn(1, MAX_LEN + 1, 16, dtype=torch.float64)
     if tokenmix.mixer_info(name).sliding_window:  # max_len is a window: any length works
         assert mixer(longer).shape == longer.shape

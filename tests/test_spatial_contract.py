@@ -101,3 +101,10 @@ def test_info_and_alternate_options(name):
     assert info.spatial and info.paper and info.complexity.startswith("O(")
     mixer = build(name, **dict(info.alternate))
     assert mixer(torch.randn(1, 63, DIM, dtype=torch.float64), hw=(9, 7)).shape == (1, 63, DIM)
+
+
+@pytest.mark.parametrize("name", SPATIAL)
+def test_an_empty_batch_is_a_clear_error(name):
+    mixer = tokenmix.create_mixer(name, 16, num_heads=2)
+    with pytest.raises(ValueError, match=rf"{name}: x has an empty batch \(B = 0\)"):
+        mixer(torch.randn(0, 12, 16), hw=(3, 4))

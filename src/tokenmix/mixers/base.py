@@ -125,6 +125,8 @@ class Mixer(nn.Module):
         param = next(self.parameters(), None)
         if param is not None and param.dtype != x.dtype and not autocast_enabled(x.device.type):
             self._fail(f"x has dtype {x.dtype} but the parameters are {param.dtype}; cast one to the other", TypeError)
+        if x.shape[0] == 0:
+            self._fail("x has an empty batch (B = 0)")
         if x.shape[1] == 0:
             self._fail("x has an empty sequence (N = 0)")
         if self.max_len is not None and x.shape[1] > self.max_len and not self.info.sliding_window:
@@ -138,7 +140,10 @@ class Mixer(nn.Module):
             self._fail(f"mask must have shape (B, N) = {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
         if mask.device != x.device:
             self._fail(f"mask is on {mask.device} but x is on {x.device}")
-        if bool(mask.all()):
+        # Whether anything is padded is a value, and reading it on a GPU waits for the device: on CUDA a mask
+        # goes through as given (an all-True mask gives the same output as none; the models drop such masks
+        # once per batch), unless the mechanism cannot take padding and must know.
+        if (mask.device.type == "cpu" or not self.info.padding) and bool(mask.all()):
             return None
         if not self.info.padding:
             self._fail("padding is unsupported by this mechanism", NotImplementedError)
