@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -163,6 +164,28 @@ def test_a_different_experiment_in_the_same_folder_is_refused(tiny_run):
     out, experiment, _ = tiny_run
     with pytest.raises(ValueError, match="different experiment"):
         compare(tiny("mixers=['softmax']"), out, isolate=False)
+
+
+def test_more_seeds_extend_a_finished_sweep_and_fewer_report_a_subset(tiny_run, tmp_path, monkeypatch):
+    out, experiment, rows = tiny_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    real, trained = compare_module.run_one, []
+
+    def recording(*args, **kwargs):
+        trained.append(args[1:3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compare_module, "run_one", recording)
+    more = compare(tiny("mixers=['softmax', 'relation']", "seeds=[0, 1, 2]"), copy, isolate=False, progress=False)
+    assert sorted(trained) == [("mlp", 2), ("relation", 2), ("softmax", 2)]  # only the new seed's runs
+    assert more[:2] == rows[:2] and {r["seed"] for r in more} == {0, 1, 2}
+    trained.clear()
+    fewer = compare(tiny("mixers=['softmax', 'relation']", "seeds=[1]"), copy, isolate=False, progress=False)
+    assert not trained and {r["seed"] for r in fewer} == {1}
+    assert (copy / "runs" / "mlp" / "seed2" / "result.json").exists()  # left on disk, not reported
+    with pytest.raises(ValueError, match="differs from this one in train"):
+        compare(tiny("mixers=['softmax', 'relation']", "train.lr=0.5"), copy, isolate=False)
 
 
 def test_resume_a_half_finished_sweep(tiny_run, tmp_path, monkeypatch):

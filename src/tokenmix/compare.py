@@ -8,7 +8,8 @@ cannot run the task fail then. Outputs in ``out_dir``:
 * ``config.toml``: the resolved experiment; the same command (or ``--config out_dir/config.toml``) re-runs it;
 * ``runs/<label>/seed<k>/``: each run's logs and best weights, and ``result.json`` once it has finished. A run
   with a ``result.json`` is not trained again; one with a checkpoint resumes from it, so a killed sweep
-  continues where it stopped when the same command is run again;
+  continues where it stopped when the same command is run again. More seeds (or another name, description or
+  report) in the same folder extend the sweep: only the new runs train;
 * ``results.csv``: one row per run; ``report.md``: the leaderboard, mean ± sd over seeds;
 * ``metric_vs_time.png`` and ``metric_vs_epoch_time.png`` (with the ``plot`` extra; skipped with a note
   otherwise).
@@ -188,8 +189,13 @@ class _Progress:
         self.bar.close()
 
 
+# Keys a finished run does not depend on: changing them (more seeds, another report) keeps the sweep's runs.
+_RUN_INDEPENDENT_KEYS = ("name", "description", "seeds", "report")
+
+
 def _check_out_dir(out: Path, experiment: Experiment) -> None:
-    """``out`` is empty, or holds this same experiment (then the sweep resumes)."""
+    """``out`` is empty, or holds this experiment up to its seeds, name, description and report (then the
+    sweep resumes: runs of new seeds are trained, runs of seeds no longer listed stay on disk, unreported)."""
     config = out / CONFIG_FILE
     if not config.exists():
         return
@@ -197,9 +203,15 @@ def _check_out_dir(out: Path, experiment: Experiment) -> None:
 
     with open(config, "rb") as f:
         existing = Experiment.from_dict(tomllib.load(f)).to_dict()
-    if existing != experiment.to_dict():
+    new = experiment.to_dict()
+    differing = sorted(k for k in existing.keys() | new.keys() if existing.get(k) != new.get(k))
+    run_keys = [k for k in differing if k not in _RUN_INDEPENDENT_KEYS]
+    if run_keys:
         raise ValueError(f"experiment: {out} holds the results of a different experiment ({config} differs from "
-                         f"this one); choose another --out, or delete that folder to start over")
+                         f"this one in {', '.join(run_keys)}); choose another --out, or delete that folder to "
+                         f"start over")
+    if differing:
+        print(f"{out}: resuming; changed: {', '.join(differing)} (finished runs do not depend on these)", flush=True)
 
 
 def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isolate: bool = True,
