@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     from .experiment import DEFAULT_EXPERIMENT  # the defaults are the default experiment's, declared once there
     from .tasks.base import PROTOCOLS
-    from .train import TRAIN_PRESETS
+    from .training.config import TRAIN_PRESETS
 
     model = DEFAULT_EXPERIMENT["model"]
     tr = sub.add_parser("train", help="train one mixer on one task", formatter_class=_Formatter)

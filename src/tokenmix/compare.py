@@ -36,6 +36,7 @@ import torch
 from .experiment import Experiment, RunSpec, to_toml
 from .tasks import Task, create_task, task_info
 from .train import train
+from .validate import is_positive_int
 
 __all__ = ["compare", "plan", "PlannedRun", "COLUMNS", "write_report", "build_model"]
 
@@ -222,7 +223,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     the cores shared out between the jobs). ``isolate=False`` trains one run after the other in this process
     (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
     ``dry_run`` plans (builds every model, prints the runs) and trains nothing."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+    if not is_positive_int(jobs):
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
     task, planned = plan(experiment)

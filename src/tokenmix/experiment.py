@@ -54,7 +54,8 @@ import tomllib
 
 from .models.patterns import parse_layer_mixer, pattern_names
 from .registry import mixer_info
-from .train import TRAIN_PRESETS, TrainConfig, _validate
+from .training.config import TRAIN_PRESETS, TrainConfig, validate_config
+from .validate import is_positive_int
 
 __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "parse_overrides", "to_toml",
            "DEFAULT_EXPERIMENT", "BASELINE", "PLOTS"]
@@ -256,7 +257,7 @@ def _resolve_train(train: dict[str, Any]) -> dict[str, Any]:
     if preset not in TRAIN_PRESETS:
         _fail(f"[train] preset {preset!r} is unknown; presets: {', '.join(TRAIN_PRESETS)}")
     threads = train.get("threads")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+    if threads is not None and not is_positive_int(threads):
         _fail(f"[train] threads must be a positive int, got {threads!r}")
     if "betas" in train and isinstance(train["betas"], list):
         train["betas"] = tuple(train["betas"])
@@ -266,7 +267,7 @@ def _resolve_train(train: dict[str, Any]) -> dict[str, Any]:
         train["max_steps"] = None
     config = {k: v for k, v in train.items() if k not in ("preset", "threads")}
     try:
-        _validate(TrainConfig.preset(preset, **config))
+        validate_config(TrainConfig.preset(preset, **config))
     except (ValueError, TypeError) as error:
         _fail(f"[train] {error}")
     return train
@@ -278,7 +279,7 @@ def _check_report(report: dict[str, Any]) -> None:
                                or not math.isfinite(target)):
         _fail(f"[report] target must be a number, got {target!r}")
     k = report.get("target_k")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    if not is_positive_int(k):
         _fail(f"[report] target_k must be a positive int, got {k!r}")
     plots = report.get("plots")
     if not isinstance(plots, list) or any(p not in PLOTS for p in plots):

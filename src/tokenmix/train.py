@@ -1,7 +1,7 @@
 """Training loop shared by every task and model: AdamW, warm-up + cosine schedule, early stopping,
 time-to-target, checkpoint/resume, logs, and optional multi-process data parallelism.
 
-Protocol (papers 000 §3.2-3.3 and 004 §6):
+Protocol (Yamada et al. (2022) §3.2-3.3 and Chen (2023) §6):
 
 * **Optimiser**: ``optimizer="adamw"`` (decoupled weight decay, Loshchilov & Hutter) or ``"adam"`` (Kingma &
   Ba; ``weight_decay`` must then be 0 -- Adam's coupled L2 penalty is not offered), with ``betas`` and
@@ -12,22 +12,18 @@ Protocol (papers 000 §3.2-3.3 and 004 §6):
   warm-up step) and, after it, ``f(s) = 1`` for ``schedule="constant"`` or, for ``"cosine"``,
   ``f(s) = 0.5 * (1 + cos(pi * (s - warmup_steps) / (total - warmup_steps)))`` (cosine decay to 0 at
   ``total``, the planned number of steps; early stopping does not change it). See :func:`lr_factor`.
-* **Presets** (:data:`TRAIN_PRESETS`, :meth:`TrainConfig.preset`): ``"quick"`` is the dataclass defaults with
-  lr 3e-3 (AdamW, weight decay 0.01, cosine, clipping 1.0, batch 32; for short CPU runs); ``"paper-004"``
-  is Chen (2023) Table 1 (AdamW lr 1e-3, betas (0.9, 0.999), constant lr, batch 64; no clipping or
-  warm-up is mentioned, so none; weight decay is not given, so PyTorch's AdamW default 0.01);
-  ``"paper-000"`` is Yamada et al. (2022) §3.2.1-3.3 (Adam with its default settings, batch 256, early
-  stopping with patience 5, time to 0.8 accuracy reached at 10 evaluations in a row); ``"paper-003"`` is
-  Maupomé & Meurs (2021) §3.2 (Adam, batch 64, 10 epochs; lr not given, so Adam's default 1e-3).
-* **Same batches for every model** (004 §6): the batches of epoch ``e`` are
+* **Presets**: :data:`~tokenmix.training.config.TRAIN_PRESETS` (each paper's settings, named; see
+  :mod:`tokenmix.training.config`).
+* **Same batches for every model** (Chen (2023) §6): the batches of epoch ``e`` are
   ``task.batches("train", batch_size, shuffle=True, seed=seed * 1000 + e, drop_last=True)``, which depend
   on the task and the seed only. ``torch.manual_seed(seed)`` is called before anything random in
   :func:`train` (dropout), so the same seed gives bitwise the same history on CPU.
 * **Evaluation** every ``eval_every`` steps (default: once per epoch) and after the last step; each one
-  appends an :class:`EvalRecord`. **Early stopping** (000: patience 5) stops after ``patience``
-  evaluations in a row without a strict improvement of the validation metric (higher accuracy / lower
-  perplexity). **Time to target** (000 §3.3): training wall time until the validation metric has been at
-  least as good as ``target`` at ``target_k`` evaluations in a row (000: k = 10); training goes on.
+  appends an :class:`EvalRecord`. **Early stopping** (Yamada et al. (2022): patience 5) stops after
+  ``patience`` evaluations in a row without a strict improvement of the validation metric (higher accuracy /
+  lower perplexity). **Time to target** (Yamada et al. (2022) §3.3): training wall time until the validation
+  metric has been at least as good as ``target`` at ``target_k`` evaluations in a row (Yamada et al.: k = 10);
+  training goes on.
 * **Timing**: ``wall_s``, ``time_per_epoch_s``, ``time_to_target_s`` and ``tokens_per_s`` count training
   wall time only (forward, backward, optimiser step, data batching), not evaluation, checkpointing or
   logging; on CUDA the device is synchronised before each reading.
@@ -87,102 +83,17 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from .procmem import synchronize
 from .tasks.base import Task
 from .training.batches import count_tokens, remaining_batches, shard
 from .training.checkpoint import Checkpointer, gather_rng_states, restore_rng_states
-from .training.checks import check_config
+from .training.config import TRAIN_PRESETS, EvalRecord, TrainConfig, TrainResult, validate_config
 from .training.reporting import Reporter
 from .training.setup import PeakMemory, RunPlan, make_optimizer, plan_run, wrap_ddp
 
-__all__ = ["TrainConfig", "EvalRecord", "TrainResult", "train", "lr_factor"]
+__all__ = ["TrainConfig", "TRAIN_PRESETS", "EvalRecord", "TrainResult", "train", "lr_factor"]
 
 _CHECKPOINT_VERSION = 1
-
-
-@dataclass
-class TrainConfig:
-    max_steps: int | None = None  # exactly one of max_steps / epochs (if both None: epochs=1)
-    epochs: int | None = None
-    batch_size: int = 32
-    lr: float = 1e-3
-    optimizer: str = "adamw"  # "adamw" | "adam"
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.01
-    schedule: str = "cosine"  # after the warm-up: "cosine" decay to 0, or "constant"
-    warmup_steps: int = 0  # linear warm-up
-    grad_clip: float | None = 1.0
-    eval_every: int | None = None  # steps between evaluations; None = once per epoch
-    eval_batch_size: int = 64
-    patience: int | None = 5  # early stopping: evaluations without improvement (000: 5); None = off
-    target: float | None = None  # time-to-target threshold on the val metric
-    target_k: int = 1  # ... reached k evaluations in a row (000: 10)
-    bf16: bool = False  # torch.autocast(device_type, dtype=torch.bfloat16)
-    seed: int = 0
-    device: str = "cpu"
-    out_dir: str | None = None  # checkpoints + logs written here when set
-    resume: bool = False  # continue from out_dir/checkpoint if present
-    checkpoint_every: int | None = None  # steps; None = at every evaluation
-    progress: bool | None = None  # tqdm bar; None = only when stderr is a TTY
-    tensorboard: bool = False  # optional; torch.utils.tensorboard imported lazily
-
-    @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "TrainConfig":
-        """The named preset of :data:`TRAIN_PRESETS` with ``overrides`` on top (unknown names raise)."""
-        if name not in TRAIN_PRESETS:
-            raise ValueError(f"unknown training preset {name!r}; presets: {', '.join(TRAIN_PRESETS)}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ValueError(f"TrainConfig has no field(s) {unknown}")
-        return cls(**{**TRAIN_PRESETS[name], **overrides})
-
-
-# Each paper's training settings, named (see the module docstring); "quick" is the defaults with lr 3e-3.
-TRAIN_PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {"lr": 3e-3},
-    "paper-004": {"optimizer": "adamw", "lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": 0.01,
-                  "schedule": "constant", "warmup_steps": 0, "grad_clip": None, "batch_size": 64},
-    "paper-000": {"optimizer": "adam", "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0,
-                  "schedule": "constant", "warmup_steps": 0, "grad_clip": None, "batch_size": 256,
-                  "patience": 5, "target": 0.8, "target_k": 10},
-    "paper-003": {"optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "schedule": "constant",
-                  "warmup_steps": 0, "grad_clip": None, "batch_size": 64, "epochs": 10},
-}
-
-
-@dataclass
-class EvalRecord:
-    step: int
-    epoch: float
-    wall_s: float  # training wall time (excluding evaluation) up to this evaluation
-    train_loss: float  # mean training loss over the steps since the previous evaluation
-    val_loss: float
-    val_metric: float
-
-
-@dataclass
-class TrainResult:
-    metric_name: str
-    best_metric: float
-    best_step: int
-    best_epoch: float
-    test_metric: float | None
-    time_per_epoch_s: float
-    time_to_target_s: float | None
-    tokens_per_s: float
-    peak_mem_mb: float
-    steps: int
-    params: int
-    history: list[EvalRecord] = field(default_factory=list)
-    stopped_early: bool = False
-
-
-def _validate(config: TrainConfig) -> None:
-    """Raise on a ``config`` that :func:`train` cannot use (experiment files are checked with it before any run)."""
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-    check_config(config)
 
 
 # -- schedule --------------------------------------------------------------------------------------
@@ -321,11 +232,6 @@ def _train_step(task: Task, model: nn.Module, batch: Any, optimizer: torch.optim
     return float(loss.detach())
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _evaluate(task: Task, model: nn.Module, split: str, batch_size: int, plan: RunPlan,
               ctx: contextlib.AbstractContextManager[Any]) -> dict[str, float]:
     """``task.evaluate`` on rank 0, broadcast to every rank so that all take the same decisions."""
@@ -398,7 +304,7 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
 
     ``on_step(step, total_steps, last_val_metric)`` is called after every optimiser step, when given.
     On return ``model`` holds the best-validation weights (on ``config.device``)."""
-    _validate(config)
+    validate_config(config)
     plan = plan_run(task, config)
     torch.manual_seed(config.seed + plan.rank)
     model.to(plan.device)
@@ -429,7 +335,7 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
                 evaluate_now = loop.step % plan.eval_every == 0 or loop.step == plan.total_steps
                 if not (evaluate_now or (ckpt is not None and _checkpoint_due(config, plan, loop, evaluate_now))):
                     continue
-                _sync(plan.device)  # the training clock stops: evaluation and checkpoints are not timed
+                synchronize(plan.device)  # the training clock stops: evaluation and checkpoints are not timed
                 loop.train_time += time.perf_counter() - clock
                 if evaluate_now:
                     rec = _validation_record(task, model, config, plan, loop, ctx)

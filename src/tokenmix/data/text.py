@@ -29,6 +29,8 @@ from typing import Iterable, Sequence, Union
 
 import torch
 
+from ..validate import is_positive_int
+
 __all__ = [
     "PAD_ID", "UNK_ID", "BYTE_VOCAB_SIZE", "BYTE_SEP_ID", "byte_encode", "simple_words", "clean_html",
     "WordVocab", "join_pair", "TextEncoder", "carve_validation", "subsample", "length_stats", "Text",
@@ -94,7 +96,7 @@ class WordVocab:
 
         ``specials`` (e.g. ``("<sep>",)``) get the ids right after ``<pad>`` and ``<unk>``; they are not
         words (:func:`simple_words` never yields ``<`` or ``>``), so text never encodes to them."""
-        if not isinstance(min_count, int) or min_count < 1:
+        if not is_positive_int(min_count):
             raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
         head = ["<pad>", "<unk>", *specials]
         if max_size is not None and (not isinstance(max_size, int) or max_size < len(head)):

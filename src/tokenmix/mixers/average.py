@@ -8,6 +8,7 @@ from torch import Tensor
 
 from ..ops.averaging import masked_mean, masked_mean_reference
 from ..registry import register_mixer
+from ..validate import is_positive_int
 from .base import Mixer
 
 
@@ -52,7 +53,7 @@ class AverageAttention(Mixer):
         if num_heads != 1:
             self._fail(f"num_heads={num_heads} is unsupported: Average Attention has no heads")
         hidden = 4 * dim if ffn_dim is None else ffn_dim
-        if not isinstance(hidden, int) or hidden <= 0:
+        if not is_positive_int(hidden):
             self._fail(f"ffn_dim must be a positive int, got {ffn_dim!r}")
         self.ffn = nn.Sequential(nn.Linear(dim, hidden, bias=bias), nn.ReLU(), nn.Linear(hidden, dim, bias=bias))
         self.gates = nn.Linear(2 * dim, 2 * dim, bias=bias)

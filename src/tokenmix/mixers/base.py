@@ -81,7 +81,7 @@ class Mixer(nn.Module):
             self._fail(f"inner_dim={inner_dim} is not divisible by num_heads={num_heads}")
         if out_dim is not None and not _positive_int(out_dim):
             self._fail(f"out_dim must be a positive int or None, got {out_dim!r}")
-        if max_len is not None and (not isinstance(max_len, int) or max_len <= 0):
+        if max_len is not None and not _positive_int(max_len):
             self._fail(f"max_len must be a positive int or None, got {max_len!r}")
         if causal and not self.info.causal:
             self._fail("causal=True is unsupported: this mechanism cannot be causal")
@@ -177,7 +177,7 @@ class Mixer(nn.Module):
                    dtype: torch.dtype | None = None) -> dict[str, Tensor]:
         """The decoding state before the first token: a dict of tensors, for :meth:`step`."""
         self._check_recurrent()
-        if not isinstance(batch_size, int) or batch_size <= 0:
+        if not _positive_int(batch_size):
             self._fail(f"batch_size must be a positive int, got {batch_size!r}")
         param = next(self.parameters(), None)
         device = torch.device(device) if device is not None else (param.device if param is not None else None)

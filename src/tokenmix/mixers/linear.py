@@ -8,6 +8,7 @@ from torch import Tensor
 
 from ..ops.kernel_attention import kernel_attention, kernel_attention_reference, kernel_attention_step
 from ..registry import register_mixer
+from ..validate import is_positive_int
 from .base import QKVMixer
 
 
@@ -32,7 +33,7 @@ class KernelAttentionMixer(QKVMixer):
                  normalize: bool = True) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, inner_dim=inner_dim,
                          out_proj=out_proj)
-        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        if chunk_size is not None and not is_positive_int(chunk_size):
             self._fail(f"chunk_size must be a positive int or None, got {chunk_size!r}")
         if chunk_size is not None and not causal:
             self._fail("chunk_size only applies to causal=True")

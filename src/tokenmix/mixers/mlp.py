@@ -7,6 +7,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..registry import register_mixer
+from ..validate import is_positive_int
 from .base import Mixer
 
 
@@ -35,7 +36,7 @@ class PointwiseMLP(Mixer):
         if num_heads != 1:
             self._fail(f"num_heads={num_heads} is unsupported: the pointwise MLP has no heads")
         width = 2 * dim if hidden is None else hidden
-        if not isinstance(width, int) or width <= 0:
+        if not is_positive_int(width):
             self._fail(f"hidden must be a positive int, got {hidden!r}")
         self.net = nn.Sequential(nn.Linear(dim, width, bias=bias), nn.ReLU(), nn.Linear(width, dim, bias=bias))
 

@@ -35,6 +35,8 @@ import math
 import torch
 from torch import Tensor
 
+from ..validate import is_positive_int
+
 __all__ = ["kernel_attention", "kernel_attention_reference", "kernel_attention_step", "auto_chunk_size",
            "upcast_low_precision"]
 
@@ -129,7 +131,7 @@ def kernel_attention(
 def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: int) -> Tensor:
     b, h, n, f = q.shape
     d = v.shape[-1]
-    if not isinstance(chunk, int) or chunk <= 0:
+    if not is_positive_int(chunk):
         raise ValueError(f"kernel_attention: chunk_size must be a positive int, got {chunk!r}")
     pad = (-n) % chunk
     if pad:  # zero queries/keys/values at the end contribute nothing and are cropped

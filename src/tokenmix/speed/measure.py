@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from ..ops.spatial import square_grid
-from ..procmem import PeakRSS, proc_status_kb
+from ..procmem import PeakRSS, proc_status_kb, synchronize
 from ..registry import create_mixer, mixer_info
 from .record import CaseResult, Status
 from .settings import DTYPES, SpeedCase
@@ -107,16 +107,11 @@ def build_pass(case: SpeedCase, length: int) -> Pass:
 
 # -- time and memory ----------------------------------------------------------------------------------------
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _timed_ms(run: Pass, device: torch.device) -> float:
-    _sync(device)
+    synchronize(device)
     start = time.perf_counter()
     run()
-    _sync(device)
+    synchronize(device)
     return 1000 * (time.perf_counter() - start)
 
 
@@ -161,13 +156,6 @@ def _exact_rss_allocation(exact: bool) -> None:
         _mallopt(_M_TRIM_THRESHOLD, 64 * 2**20)
 
 
-def _ru_maxrss_kb() -> float:
-    import resource
-
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return maxrss // 1024 if sys.platform == "darwin" else maxrss  # bytes on macOS, kB on Linux
-
-
 def _cpu_peak_mb(run: Pass, isolated: bool) -> tuple[float, str]:
     """Run the pass once; its peak resident memory over the resident memory before it (MB), and the method.
     In an isolated process the allocator is set to follow live allocations for this pass only."""
@@ -175,7 +163,7 @@ def _cpu_peak_mb(run: Pass, isolated: bool) -> tuple[float, str]:
         _exact_rss_allocation(True)
     try:
         _release_free_memory()
-        peak = PeakRSS(_ru_maxrss_kb)
+        peak = PeakRSS()
         peak.start()
         run()
         peak_mb = peak.peak_mb()
@@ -264,7 +252,7 @@ def _process_warmup(case: SpeedCase) -> None:
     kernel selection, lazy library loading, the CUDA context) stay out of the case's cold pass."""
     try:
         build_pass(case, min(case.length, 16))()
-        _sync(torch.device(case.device))
+        synchronize(torch.device(case.device))
     except Exception:  # the case itself meets (and reports) the same problem
         pass
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..validate import is_positive_int
 from .base import Split, Task, register_task
 
 __all__ = ["AustenTask", "PRESETS", "FRACTIONS", "tokenize_words"]
@@ -70,13 +71,13 @@ class AustenTask(Task):
         sizes = {"train": train_size, "val": val_size, "test": test_size}
         sizes = {k: p[f"{k}_size"] if v is None else v for k, v in sizes.items()}
         for name, value in (("length", length), *((f"{k}_size", v) for k, v in sizes.items())):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if not is_positive_int(value):
                 self._fail(f"{name} must be a positive int, got {value!r}")
         if unit == "bytes" and vocab_size is not None:
             self._fail("vocab_size applies to unit='words' only (bytes use 256 ids)")
         if unit == "words":
             vocab_size = p["vocab_size"] if vocab_size is None else vocab_size
-            if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 0:
+            if not is_positive_int(vocab_size):
                 self._fail(f"vocab_size must be a positive int, got {vocab_size!r}")
         if not isinstance(seed, int):
             self._fail(f"seed must be an int, got {seed!r}")

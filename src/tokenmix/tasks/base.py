@@ -28,6 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..validate import is_positive_int
+
 __all__ = ["TaskInfo", "Task", "Split", "TokenBatch", "LMBatch", "ImageBatch", "register_task", "list_tasks",
            "task_info", "create_task", "pad_sequences", "to_device", "PROTOCOLS"]
 
@@ -140,7 +142,7 @@ class Task:
         """Batches of ``split``; with ``shuffle`` the order is drawn from ``seed`` alone."""
         if split not in self.splits:
             self._fail(f"unknown split {split!r}; splits: {', '.join(self.splits)}")
-        if not isinstance(batch_size, int) or batch_size <= 0:
+        if not is_positive_int(batch_size):
             self._fail(f"batch_size must be a positive int, got {batch_size!r}")
         data = self.splits[split]
         n = len(data)

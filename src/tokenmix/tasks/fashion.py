@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ..data.fashion_mnist import load_fashion_mnist, normalize_images
+from ..validate import is_positive_int
 from .base import Split, Task, register_task
 
 __all__ = ["FashionTask", "FashionPixelsTask"]
@@ -52,7 +53,7 @@ def _raw_splits(task: Task, preset: str, seed: int, root: str | Path | None, tra
     sizes = {}
     for name, value in (("train_size", train_size), ("val_size", val_size), ("test_size", test_size)):
         value = PRESETS[preset][name] if value is None else value
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and not is_positive_int(value):
             task._fail(f"{name} must be a positive int or None, got {value!r}")
         sizes[name] = value
     train_images, train_labels = load_fashion_mnist(root, "train")  # FileNotFoundError says how to get it

@@ -48,6 +48,7 @@ import random
 import numpy as np
 import torch
 
+from ..validate import is_positive_int
 from .base import Split, Task, pad_sequences, register_task
 
 __all__ = ["ListOpsTask", "VOCAB", "PAD", "DIGIT0", "MIN", "MAX", "MED", "SM", "CLOSE", "OPERATORS",
@@ -170,7 +171,7 @@ class ListOpsTask(Task):
         total = sum(sizes)
         if max_attempts is None:
             max_attempts = 2_000 * total + 1_000_000
-        elif isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        elif not is_positive_int(max_attempts):
             self._fail(f"max_attempts must be a positive int or None, got {max_attempts!r}")
         self.preset, self.seed = preset, seed
         self.max_depth, self.max_args, self.leaf_prob = max_depth, max_args, float(leaf_prob)

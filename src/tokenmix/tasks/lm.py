@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..validate import is_positive_int
 from .base import Split, Task, register_task
 
 __all__ = ["LMTask", "PRESETS", "FRACTIONS", "SPECIAL_TOKEN", "train_tokenizer"]
@@ -97,7 +98,7 @@ class LMTask(Task):
         vocab_size = p["vocab_size"] if vocab_size is None else vocab_size
         stride = context if stride is None else stride
         for name, value in (("context", context), ("stride", stride), ("vocab_size", vocab_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if not is_positive_int(value):
                 self._fail(f"{name} must be a positive int, got {value!r}")
         if vocab_size < 258:
             self._fail(f"vocab_size must be at least 258 (256 byte tokens + {SPECIAL_TOKEN} + 1 merge), "
@@ -105,7 +106,7 @@ class LMTask(Task):
         caps = {"train": train_size, "val": val_size, "test": test_size}
         caps = {k: p[f"{k}_size"] if v is None else v for k, v in caps.items()}
         for split, cap in caps.items():
-            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
+            if cap is not None and not is_positive_int(cap):
                 self._fail(f"{split}_size must be a positive int, got {cap!r}")
         if not isinstance(seed, int):
             self._fail(f"seed must be an int, got {seed!r}")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from ..train import TrainConfig
+    from .config import TrainConfig
 
 __all__ = ["check_config"]
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..train import EvalRecord, TrainConfig
+    from .config import EvalRecord, TrainConfig
 
 __all__ = ["Reporter"]
 

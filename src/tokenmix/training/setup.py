@@ -3,8 +3,6 @@ counts), the optimiser, the ``DistributedDataParallel`` wrapper and the peak-mem
 
 from __future__ import annotations
 
-import resource
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,7 +14,7 @@ from ..procmem import PeakRSS
 from ..tasks.base import Task
 
 if TYPE_CHECKING:
-    from ..train import TrainConfig
+    from .config import TrainConfig
 
 __all__ = ["RunPlan", "plan_run", "make_optimizer", "wrap_ddp", "PeakMemory"]
 
@@ -90,15 +88,10 @@ class PeakMemory:
         self.device = device
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        self.cpu = PeakRSS(_ru_maxrss_kb)
+        self.cpu = PeakRSS()
         self.cpu.start()
 
     def mb(self) -> float:
         if self.device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.device) / 2**20
         return self.cpu.peak_mb()
-
-
-def _ru_maxrss_kb() -> float:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss / 1024 if sys.platform == "darwin" else float(rss)
