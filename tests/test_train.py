@@ -86,6 +86,43 @@ def test_different_models_see_identical_batches():
     assert not torch.equal(seen_a[0][0], seen_a[8][0])  # epochs are reshuffled
 
 
+def test_a_resumed_ddp_rank_other_than_0_does_not_count_rank_0s_running_loss_again(tmp_path):
+    # The checkpoint at step 5 falls between the evaluations at 3 and 6: it holds rank 0's running loss of
+    # steps 4-5. Under DDP every rank resumes from it and the next evaluation all-reduces the sums, so only
+    # rank 0 may keep it.
+    from dataclasses import replace
+
+    from tokenmix.train import _make_scheduler, _start
+    from tokenmix.training.checkpoint import Checkpointer
+    from tokenmix.training.setup import make_optimizer, plan_run
+
+    config = TrainConfig(max_steps=16, batch_size=32, eval_every=3, checkpoint_every=5, patience=None,
+                         out_dir=str(tmp_path), resume=True)
+    task = make_task()
+    original, calls = task.loss, [0]
+
+    def crashing_loss(model, batch):  # interrupted in step 6, the checkpoint is at 5
+        calls[0] += 1
+        if calls[0] == 6:
+            raise KeyboardInterrupt("simulated interruption")
+        return original(model, batch)
+
+    task.loss = crashing_loss
+    with pytest.raises(KeyboardInterrupt):
+        train(task, make_model(task), config)
+    task.loss = original
+    resumed = {}
+    for rank in (0, 1):
+        model = make_model(task)
+        plan = replace(plan_run(task, config), rank=rank, world=2)
+        optimizer = make_optimizer(model, config)
+        loop = _start(config, plan, Checkpointer(str(tmp_path), writes=False), model, optimizer,
+                      _make_scheduler(optimizer, config, plan.total_steps))
+        resumed[rank] = (loop.step, loop.loss_count, loop.loss_sum)
+    assert resumed[0][:2] == (5, 2) and resumed[0][2] > 0
+    assert resumed[1] == (5, 0, 0.0)
+
+
 def test_resume_matches_uninterrupted_run(tmp_path):
     # 8 steps per epoch; checkpoints at 5 and 10 (mid-epoch); evaluations at 3, 6, 9, 12, 15, 16.
     # Dropout is on, so the RNG state must be restored too.

@@ -206,6 +206,8 @@ def _start(config: TrainConfig, plan: RunPlan, ckpt: Checkpointer | None, model:
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     loop = LoopState.from_checkpoint(state)
+    if plan.rank != 0:  # the checkpoint holds rank 0's running loss; the others' restart (none counted twice)
+        loop.loss_sum, loop.loss_count = 0.0, 0
     # The schedule follows this run's total (which may extend the checkpoint's): set the next lr from it.
     for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
         group["lr"] = base * factor(loop.step)
