@@ -86,6 +86,22 @@ def test_different_models_see_identical_batches():
     assert not torch.equal(seen_a[0][0], seen_a[8][0])  # epochs are reshuffled
 
 
+def train_interrupted_in_step(step, task, config):
+    """Train a fresh model on ``task``, interrupted (KeyboardInterrupt) inside training step ``step``."""
+    original, calls = task.loss, [0]
+
+    def crashing_loss(model, batch):
+        calls[0] += 1
+        if calls[0] == step:
+            raise KeyboardInterrupt("simulated interruption")
+        return original(model, batch)
+
+    task.loss = crashing_loss
+    with pytest.raises(KeyboardInterrupt):
+        train(task, make_model(task), config)
+    task.loss = original
+
+
 def test_a_resumed_ddp_rank_other_than_0_does_not_count_rank_0s_running_loss_again(tmp_path):
     # The checkpoint at step 5 falls between the evaluations at 3 and 6: it holds rank 0's running loss of
     # steps 4-5. Under DDP every rank resumes from it and the next evaluation all-reduces the sums, so only
@@ -99,18 +115,7 @@ def test_a_resumed_ddp_rank_other_than_0_does_not_count_rank_0s_running_loss_aga
     config = TrainConfig(max_steps=16, batch_size=32, eval_every=3, checkpoint_every=5, patience=None,
                          out_dir=str(tmp_path), resume=True)
     task = make_task()
-    original, calls = task.loss, [0]
-
-    def crashing_loss(model, batch):  # interrupted in step 6, the checkpoint is at 5
-        calls[0] += 1
-        if calls[0] == 6:
-            raise KeyboardInterrupt("simulated interruption")
-        return original(model, batch)
-
-    task.loss = crashing_loss
-    with pytest.raises(KeyboardInterrupt):
-        train(task, make_model(task), config)
-    task.loss = original
+    train_interrupted_in_step(6, task, config)  # the checkpoint is at 5
     resumed = {}
     for rank in (0, 1):
         model = make_model(task)
@@ -135,19 +140,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     full = train(task, full_model, cfg(tmp_path / "full"))
 
     # Interrupted run: crashes in step 14, after the evaluation at step 12 was logged, the checkpoint is at 10.
-    task2 = make_task()
-    original = task2.loss
-    calls = [0]
-
-    def crashing_loss(model, batch):
-        calls[0] += 1
-        if calls[0] == 14:
-            raise KeyboardInterrupt("simulated interruption")
-        return original(model, batch)
-
-    task2.loss = crashing_loss
-    with pytest.raises(KeyboardInterrupt):
-        train(task2, make_model(task2), cfg(tmp_path / "resumed"))
+    train_interrupted_in_step(14, make_task(), cfg(tmp_path / "resumed"))
     with open(tmp_path / "resumed" / "log.jsonl") as fh:
         assert [json.loads(line)["step"] for line in fh] == [3, 6, 9, 12]
     assert torch.load(tmp_path / "resumed" / "checkpoint" / "state.pt", weights_only=False)["step"] == 10
