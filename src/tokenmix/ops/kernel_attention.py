@@ -154,17 +154,24 @@ def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: in
 
     if s is None:
         kv = (kc.transpose(-2, -1) @ vc).cumsum_(dim=2)  # inclusive prefix sums of the chunk states (b, h, c, F, D)
-        out[:, :, 1:] += qc[:, :, 1:] @ kv[:, :, :-1]  # chunk i sees the chunks before it
+        # chunk i sees the chunks before it: the exclusive sums, a zero state for chunk 0. One product over
+        # every chunk, not a sliced in-place update, whose backward copies and zero-fills whole tensors.
+        out += qc @ torch.nn.functional.pad(kv[:, :, :-1], (0, 0, 0, 0, 1, 0))
     else:
         end = sc[..., -1]  # each chunk's state is kept relative to its last log-scale
         kv = (kc * torch.exp(sc - end[..., None])[..., None]).transpose(-2, -1) @ vc
-        prefix = torch.empty_like(kv[:, :, :-1])  # prefix[:, :, i]: the state after chunk i, before chunk i + 1
-        prefix[:, :, 0] = kv[:, :, 0]
-        for i in range(1, c - 1):  # rescaled from end[i-1] to end[i] (factor <= 1), then chunk i added
-            prefix[:, :, i] = prefix[:, :, i - 1] * torch.exp(end[:, :, i - 1] - end[:, :, i])[..., None, None] \
-                + kv[:, :, i]
-        decay = torch.exp((end[:, :, :-1, None] - sc[:, :, 1:]).clamp(max=0.0))[..., None]
-        out[:, :, 1:] += (qc[:, :, 1:] @ prefix) * decay
+        # states[i]: the state before chunk i (zero before chunk 0), relative to end[i - 1]. Unbound once and
+        # stacked once: indexing or writing one chunk at a time would make autograd build a whole-tensor
+        # gradient per chunk (O(c^2)).
+        rescale = torch.exp(end[:, :, :-1] - end[:, :, 1:])[..., None, None].unbind(2)  # end[i-1] -> end[i], <= 1
+        chunk_states = kv.unbind(2)
+        states = [torch.zeros_like(chunk_states[0]), chunk_states[0]]
+        for i in range(1, c - 1):
+            states.append(states[-1] * rescale[i - 1] + chunk_states[i])
+        prefix = torch.stack(states, dim=2)
+        previous_end = torch.cat([end[:, :, :1], end[:, :, :-1]], dim=2)  # chunk 0's (zero) state: any finite scale
+        decay = torch.exp((previous_end[..., None] - sc).clamp(max=0.0))[..., None]
+        out += (qc @ prefix) * decay
     return out.view(b, h, c * chunk, d)[:, :, :n]
 
 
