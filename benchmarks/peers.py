@@ -9,8 +9,9 @@ subprocess, so its peak memory (``VmHWM`` above the resident size before the cas
 is its own. The columns:
 
 * Performer: tokenmix ``performer`` (256 features) vs performer-pytorch ``SelfAttention`` (256 features);
-* linear: tokenmix ``efficient`` (bidirectional: softmax feature maps, as linear-attention-transformer's
-  bidirectional form) and ``linear`` (causal, elu+1) vs linear-attention-transformer ``SelfAttention``;
+* linear: tokenmix ``linear`` (elu+1 features) and ``efficient`` (bidirectional only: softmax feature maps, as
+  linear-attention-transformer's bidirectional form) vs linear-attention-transformer ``SelfAttention``
+  (compared with ``efficient`` bidirectionally, with ``linear`` causally);
 * softmax: tokenmix ``softmax`` (PyTorch SDPA; causal through SDPA's ``is_causal``).
 
 Ratios are taken within this run: peer / tokenmix (> 1: tokenmix is faster), each tokenmix mechanism's
@@ -40,7 +41,8 @@ DIM, HEADS, FEATURES = 256, 4, 256
 COLUMNS = {
     "tokenmix performer": {"bidir": "tokenmix:performer", "causal": "tokenmix:performer"},
     "performer-pytorch": {"bidir": "performer_pytorch", "causal": "performer_pytorch"},
-    "tokenmix linear": {"bidir": "tokenmix:efficient", "causal": "tokenmix:linear"},
+    "tokenmix linear": {"bidir": "tokenmix:linear", "causal": "tokenmix:linear"},
+    "tokenmix efficient": {"bidir": "tokenmix:efficient"},  # bidirectional only
     "linear-attention-transformer": {"bidir": "linear_attention_transformer",
                                      "causal": "linear_attention_transformer"},
     "tokenmix softmax": {"bidir": "tokenmix:softmax", "causal": "tokenmix:softmax"},
@@ -122,16 +124,18 @@ def report(results: dict[tuple[str, str, int], dict[str, object]], lengths: list
              "linear-attention-transformer / tokenmix |", "|---|---|" + "---|" * (len(names) + 2)]
     for n in lengths:
         for mode in ("bidir", "causal"):
-            row = [results[(c, mode, n)] for c in names]
-            lines.append(f"| {n:,} | {mode} | " + " | ".join(_cell(r) for r in row) + " | "
-                         f"{_ratio(row[1], row[0])} | {_ratio(row[3], row[2])} |")
-    lines += ["", "| N | performer causal / bidir | linear causal / efficient bidir | "
-              "causal softmax / causal performer |", "|---|---|---|---|"]
+            cell = {c: results[(c, mode, n)] for c in names}
+            own_linear = cell["tokenmix efficient"] if mode == "bidir" else cell["tokenmix linear"]
+            lines.append(f"| {n:,} | {mode} | " + " | ".join(_cell(r) for r in cell.values()) + " | "
+                         f"{_ratio(cell['performer-pytorch'], cell['tokenmix performer'])} | "
+                         f"{_ratio(cell['linear-attention-transformer'], own_linear)} |")
+    lines += ["", "| N | performer causal / bidir | linear causal / bidir | causal softmax / causal performer |",
+              "|---|---|---|---|"]
     for n in lengths:
-        performer, linear, softmax = (results[(c, "causal", n)] for c in ("tokenmix performer", "tokenmix linear",
-                                                                            "tokenmix softmax"))
-        lines.append(f"| {n:,} | {_ratio(performer, results[('tokenmix performer', 'bidir', n)])} | "
-                     f"{_ratio(linear, results[('tokenmix linear', 'bidir', n)])} | {_ratio(softmax, performer)} |")
+        causal = {c: results[(c, "causal", n)] for c in ("tokenmix performer", "tokenmix linear", "tokenmix softmax")}
+        lines.append(f"| {n:,} | {_ratio(causal['tokenmix performer'], results[('tokenmix performer', 'bidir', n)])}"
+                     f" | {_ratio(causal['tokenmix linear'], results[('tokenmix linear', 'bidir', n)])}"
+                     f" | {_ratio(causal['tokenmix softmax'], causal['tokenmix performer'])} |")
     return "\n".join(lines)
 
 
@@ -141,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads of every case")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per case (median reported)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per case before 'timeout'")
+    parser.add_argument("--columns", default=",".join(COLUMNS),
+                        help="comma-separated columns to measure (e.g. only the tokenmix ones, to time another "
+                             "checkout of tokenmix with PYTHONPATH); the others are reported 'skipped'")
     parser.add_argument("--out", default="runs/peers", help="folder for peers.csv and peers.md")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: one case, in a subprocess
     args = parser.parse_args(argv)
@@ -150,10 +157,17 @@ def main(argv: list[str] | None = None) -> None:
                                  case["threads"])))
         return
     lengths = [int(n) for n in args.lengths.split(",")]
+    columns = args.columns.split(",")
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown:
+        parser.error(f"unknown column(s) {unknown}; columns: {', '.join(COLUMNS)}")
     results = {}
     for n in lengths:
         for mode in ("bidir", "causal"):
             for column, implementations in COLUMNS.items():
+                if column not in columns or mode not in implementations:
+                    results[(column, mode, n)] = {"status": "skipped" if column not in columns else "n/a"}
+                    continue
                 results[(column, mode, n)] = run_case(implementations[mode], mode == "causal", n, args.repeats,
                                                       args.threads, args.timeout)
                 print(f"N={n} {mode} {column}: {_cell(results[(column, mode, n)])}", flush=True)

@@ -22,7 +22,7 @@ def peers():
 
 def fake_results(peers, missing=()):
     times = {"tokenmix performer": 100.0, "performer-pytorch": 300.0, "tokenmix linear": 50.0,
-             "linear-attention-transformer": 40.0, "tokenmix softmax": 400.0}
+             "tokenmix efficient": 20.0, "linear-attention-transformer": 40.0, "tokenmix softmax": 400.0}
     results = {}
     for column, t in times.items():
         for mode, factor in (("bidir", 1.0), ("causal", 2.0)):
@@ -35,7 +35,9 @@ def fake_results(peers, missing=()):
 def test_the_report_divides_the_right_cells(peers):
     text = peers.report(fake_results(peers), [1024])
     bidir = next(line for line in text.splitlines() if line.startswith("| 1,024 | bidir"))
-    assert bidir.endswith("| 3.00 | 0.80 |")  # performer-pytorch / tokenmix, lat / tokenmix linear
+    causal = next(line for line in text.splitlines() if line.startswith("| 1,024 | causal"))
+    assert bidir.endswith("| 3.00 | 2.00 |")  # performer-pytorch / tokenmix; lat / tokenmix efficient
+    assert causal.endswith("| 3.00 | 0.80 |")  # lat / tokenmix linear when causal
     ratios = text.splitlines()[-1]
     assert ratios == "| 1,024 | 2.00 | 2.00 | 4.00 |"  # causal/bidir twice, causal softmax / causal performer
 
@@ -43,7 +45,7 @@ def test_the_report_divides_the_right_cells(peers):
 def test_a_missing_peer_is_reported_not_divided(peers):
     text = peers.report(fake_results(peers, missing=("performer-pytorch",)), [1024])
     bidir = next(line for line in text.splitlines() if line.startswith("| 1,024 | bidir"))
-    assert "| missing |" in bidir and bidir.endswith("| — | 0.80 |")
+    assert "| missing |" in bidir and bidir.endswith("| — | 2.00 |")
 
 
 def test_one_case_measures_a_tokenmix_mixer_in_process(peers):
