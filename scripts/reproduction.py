@@ -304,6 +304,9 @@ def labels_of(runs: list[Run]) -> list[str]:
 
 SPEED_COMMAND = ("tokenmix speed --mixers kerformer,performer,linear,efficient,cosformer "
                  "--lengths 1024,2048,4096,10000 --value-range 2,4,10 --threads 1 --out runs/001-speed")
+VISION_SPEED_COMMAND = ("tokenmix speed --mixers swin,pvt,twins_lsa,twins_gsa,scalable_ssa,scalable_iwsa "
+                        "--lengths 196,784,3136 --dim 32 --heads 2 --batch 32 --pass fwdbwd --repeats 10 "
+                        "--threads 1 --out runs/002-speed")
 GENERATE_COMMAND = ("python scripts/generate_texts.py runs/004-extractors-lm "
                     "docs/reproduction/004-generations.txt")
 
@@ -374,16 +377,17 @@ def best_choices(data: Path, runs: list[Run] | None) -> list[str]:
             "K = 1: learned (73.5 %) (Table 3)."]
 
 
-def speed_section(data: Path) -> list[str]:
-    """Gan et al. (2023) Tables 1-3's counterpart: ``tokenmix speed`` medians per mixer and length."""
-    lines = ["### Time and memory against length (Tables 1-3)", ""]
-    path = data / "001-speed.csv"
+def speed_table(data: Path, name: str, heading: str, command: str, intro: str) -> list[str]:
+    """``docs/reproduction/<name>.csv`` (``tokenmix speed``'s ``speed.csv``) as one table per pass, mode and
+    value range: each mixer's median time and peak memory per length, and the fastest mixer per length."""
+    lines = [heading, ""]
+    path = data / f"{name}.csv"
     if not path.exists():
-        return lines + [f"Not run yet: `{SPEED_COMMAND}`, then copy `runs/001-speed/speed.csv` to "
-                        "`docs/reproduction/001-speed.csv`."]
+        return lines + [f"Not run yet: `{command}`, then copy `runs/{name}/speed.csv` to "
+                        f"`docs/reproduction/{name}.csv`."]
     rows = read_csv(path)
-    lines += ["One median per case (`tokenmix speed`'s `speed.csv`): time of the pass and its peak memory. These "
-              "are single measurements, not seeds, so they are reported, not tested.", ""]
+    lines += [f"{intro} `{command}`. One median per case (`tokenmix speed`'s `speed.csv`): time of the pass and "
+              "its peak memory. These are single measurements, not seeds, so they are reported, not tested.", ""]
     groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
     for row in rows:
         groups.setdefault((row["pass"], row["causal"], row["value_range"]), []).append(row)
@@ -391,9 +395,25 @@ def speed_section(data: Path) -> list[str]:
         lengths = sorted({int(r["length"]) for r in group})
         mode = "causal" if causal.lower() == "true" else "bidirectional"
         lines += [f"Pass `{pass_name}`, {mode}, inputs in [−{value_range}, {value_range}], dim "
-                  f"{group[0]['dim']}, {group[0]['heads']} head(s), device {group[0]['device']}:", ""]
+                  f"{group[0]['dim']}, {group[0]['heads']} head(s), batch {group[0].get('batch', '1')}, device "
+                  f"{group[0]['device']}:", ""]
         lines += _table(["mixer", *map(str, lengths)], _speed_rows(group, lengths)) + [""]
     return lines
+
+
+def speed_section(data: Path) -> list[str]:
+    """Gan et al. (2023) Tables 1-3's counterpart: ``tokenmix speed`` medians per mixer and length."""
+    return speed_table(data, "001-speed", "### Time and memory against length (Tables 1-3)", SPEED_COMMAND,
+                       "Head dimension 64 as the paper's simulations, one thread, on a machine running nothing else:")
+
+
+def vision_speed_section(data: Path) -> list[str]:
+    """Ruggeri (2022): the vision mixers timed against softmax on the experiment's grid and larger ones."""
+    return speed_table(data, "002-speed", "### Time and memory against the grid size", VISION_SPEED_COMMAND,
+                       "The time-per-epoch claims above come from training runs that shared the 2 cores with "
+                       "other sweeps, so their spread is mostly load. The same mixers, timed one after the other "
+                       "on a machine running nothing else, at the experiment's width (32, 2 heads, batch 32) on "
+                       "square grids of 14², 28² and 56² tokens:")
 
 
 def _speed_rows(group: list[dict[str, str]], lengths: list[int]) -> list[list[str]]:
@@ -590,6 +610,7 @@ PAPERS: tuple[Paper, ...] = (
             tuple(Claim(f"{label}'s time per epoch is below softmax attention's (N = 196)", "§3 complexities",
                         label, "softmax", "time_per_epoch_s", "less") for label in _SPATIAL),
         ),),
+        vision_speed_section,
     ),
     Paper(
         "Maupomé & Meurs (2021): the Contextualizer (003)",
