@@ -22,7 +22,8 @@ MAX_LEN = 24
 
 
 def sequence_mixers() -> list[str]:
-    return [n for n in tokenmix.list_mixers(include_hidden=True) if not n.startswith("_") and not tokenmix.mixer_info(n).spatial]
+    return [n for n in tokenmix.list_mixers(include_hidden=True)
+            if not n.startswith("_") and not tokenmix.mixer_info(n).spatial]
 
 
 def modes(name: str) -> list[bool]:

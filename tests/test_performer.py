@@ -260,3 +260,22 @@ def test_registry_info():
     mixer = tokenmix.create_mixer("performer", 64, num_heads=4, causal=True)
     assert mixer(torch.randn(2, 100, 64)).shape == (2, 100, 64)
     assert sum(p.numel() for p in mixer.parameters()) == 4 * 64 * 64
+
+
+@pytest.mark.parametrize("chunks", [2, 3, 7])
+def test_rescaled_prefix_states_match_the_plain_loop(chunks):
+    # the causal stabiliser's chunk recurrence: hand-written backward == autograd through the plain loop
+    from tokenmix.ops.kernel_attention import rescaled_prefix_states, rescaled_prefix_states_reference
+
+    torch.manual_seed(chunks)
+    kv = torch.randn(2, 3, chunks, 4, 5, dtype=torch.float64, requires_grad=True)
+    rescale = torch.rand(2, 3, chunks - 1, dtype=torch.float64, requires_grad=True)
+    fast, reference = rescaled_prefix_states(kv, rescale), rescaled_prefix_states_reference(kv, rescale)
+    assert torch.allclose(fast, reference, rtol=1e-12, atol=1e-12)
+    assert torch.equal(fast[:, :, 0], torch.zeros_like(fast[:, :, 0]))
+    grad = torch.randn_like(fast)
+    got = torch.autograd.grad(fast, (kv, rescale), grad)
+    want = torch.autograd.grad(reference, (kv, rescale), grad, allow_unused=True)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, torch.zeros_like(g) if w is None else w, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(rescaled_prefix_states, (kv, rescale))

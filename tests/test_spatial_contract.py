@@ -7,7 +7,8 @@ import torch
 
 import tokenmix
 
-SPATIAL = [n for n in tokenmix.list_mixers(include_hidden=True) if tokenmix.mixer_info(n).spatial and not n.startswith("_")]
+SPATIAL = [n for n in tokenmix.list_mixers(include_hidden=True)
+           if tokenmix.mixer_info(n).spatial and not n.startswith("_")]
 SIZES = [(9, 7), (8, 8), (3, 5), (1, 1)]
 DIM = 16
 

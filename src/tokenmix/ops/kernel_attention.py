@@ -38,7 +38,7 @@ from torch import Tensor
 from ..validate import is_positive_int
 
 __all__ = ["kernel_attention", "kernel_attention_reference", "kernel_attention_step", "auto_chunk_size",
-           "upcast_low_precision"]
+           "upcast_low_precision", "rescaled_prefix_states", "rescaled_prefix_states_reference"]
 
 
 def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
@@ -160,19 +160,58 @@ def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: in
     else:
         end = sc[..., -1]  # each chunk's state is kept relative to its last log-scale
         kv = (kc * torch.exp(sc - end[..., None])[..., None]).transpose(-2, -1) @ vc
-        # states[i]: the state before chunk i (zero before chunk 0), relative to end[i - 1]. Unbound once and
-        # stacked once: indexing or writing one chunk at a time would make autograd build a whole-tensor
-        # gradient per chunk (O(c^2)).
-        rescale = torch.exp(end[:, :, :-1] - end[:, :, 1:])[..., None, None].unbind(2)  # end[i-1] -> end[i], <= 1
-        chunk_states = kv.unbind(2)
-        states = [torch.zeros_like(chunk_states[0]), chunk_states[0]]
-        for i in range(1, c - 1):
-            states.append(states[-1] * rescale[i - 1] + chunk_states[i])
-        prefix = torch.stack(states, dim=2)
+        prefix = rescaled_prefix_states(kv, torch.exp(end[:, :, :-1] - end[:, :, 1:]))
         previous_end = torch.cat([end[:, :, :1], end[:, :, :-1]], dim=2)  # chunk 0's (zero) state: any finite scale
         decay = torch.exp((previous_end[..., None] - sc).clamp(max=0.0))[..., None]
         out += (qc @ prefix) * decay
     return out.view(b, h, c * chunk, d)[:, :, :n]
+
+
+def rescaled_prefix_states(kv: Tensor, rescale: Tensor) -> Tensor:
+    """The state before each chunk of a rescaled running sum: ``P_0 = 0``, ``P_1 = kv_0`` and
+    ``P_{i+1} = P_i * rescale_{i-1} + kv_i``, for ``kv`` (B, H, c, F, D) and ``rescale`` (B, H, c - 1).
+
+    One preallocated output and a hand-written backward (the reverse recurrence
+    ``A_i = G_i + rescale_{i-1} A_{i+1}``): autograd through a per-chunk loop would either build a whole-tensor
+    gradient per chunk (O(c^2) time) or keep a second copy of the states (memory).
+    :func:`rescaled_prefix_states_reference` is the plain loop."""
+    return _RescaledPrefix.apply(kv, rescale)
+
+
+def rescaled_prefix_states_reference(kv: Tensor, rescale: Tensor) -> Tensor:
+    """:func:`rescaled_prefix_states` as a plain loop under autograd."""
+    states = [torch.zeros_like(kv[:, :, 0]), kv[:, :, 0]]
+    for i in range(1, kv.shape[2] - 1):
+        states.append(states[-1] * rescale[:, :, i - 1, None, None] + kv[:, :, i])
+    return torch.stack(states[:kv.shape[2]], dim=2)
+
+
+class _RescaledPrefix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, kv: Tensor, rescale: Tensor) -> Tensor:  # type: ignore[override]
+        c = kv.shape[2]
+        prefix = torch.empty_like(kv)
+        prefix[:, :, 0] = 0.0
+        if c > 1:
+            prefix[:, :, 1] = kv[:, :, 0]
+        for i in range(1, c - 1):
+            torch.addcmul(kv[:, :, i], prefix[:, :, i], rescale[:, :, i - 1, None, None], out=prefix[:, :, i + 1])
+        ctx.save_for_backward(prefix, rescale)
+        return prefix
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        prefix, rescale = ctx.saved_tensors
+        c = prefix.shape[2]
+        grad_kv = torch.zeros_like(prefix)  # grad_kv[:, :, i] = A_{i+1}, the gradient reaching P_{i+1}
+        if c > 1:
+            grad_kv[:, :, c - 2] = grad[:, :, c - 1]
+        for i in range(c - 2, 0, -1):  # A_i = G_i + rescale_{i-1} A_{i+1}
+            torch.addcmul(grad[:, :, i], grad_kv[:, :, i], rescale[:, :, i - 1, None, None], out=grad_kv[:, :, i - 1])
+        grad_rescale = torch.zeros_like(rescale)  # rescale_{i-1} gets <A_{i+1}, P_i>; the last one is unused
+        grad_rescale[:, :, :c - 2] = (grad_kv[:, :, 1:c - 1] * prefix[:, :, 1:c - 1]).sum(dim=(-2, -1))
+        return grad_kv, grad_rescale
 
 
 def kernel_attention_step(
