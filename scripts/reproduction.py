@@ -404,7 +404,8 @@ def speed_table(data: Path, name: str, heading: str, command: str, intro: str) -
 def speed_section(data: Path) -> list[str]:
     """Gan et al. (2023) Tables 1-3's counterpart: ``tokenmix speed`` medians per mixer and length."""
     return speed_table(data, "001-speed", "### Time and memory against length (Tables 1-3)", SPEED_COMMAND,
-                       "Head dimension 64 as the paper's simulations, one thread, on a machine running nothing else:")
+                       "Head dimension 64 as the paper's simulations, one thread, while one single-threaded "
+                       "training sweep ran on the other core (nothing else):")
 
 
 def vision_speed_section(data: Path) -> list[str]:
@@ -412,7 +413,8 @@ def vision_speed_section(data: Path) -> list[str]:
     return speed_table(data, "002-speed", "### Time and memory against the grid size", VISION_SPEED_COMMAND,
                        "The time-per-epoch claims above come from training runs that shared the 2 cores with "
                        "other sweeps, so their spread is mostly load. The same mixers, timed one after the other "
-                       "on a machine running nothing else, at the experiment's width (32, 2 heads, batch 32) on "
+                       "with one thread while one single-threaded sweep ran on the other core, at the "
+                       "experiment's width (32, 2 heads, batch 32) on "
                        "square grids of 14², 28² and 56² tokens:")
 
 
