@@ -320,6 +320,16 @@ def test_attend_matches_attend_reference(mask_kind):
                          [q, k, v])
 
 
+@pytest.mark.parametrize("qk_width,value_width", [(5, 4), (3, 4)])
+def test_attend_with_unequal_query_and_value_widths(qk_width, value_width):
+    # ScalableViT's SSA: q/k wider or narrower than v; the fast path pads to one width for SDPA's fused kernel
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(2, HEADS, 6, qk_width, dtype=torch.float64, generator=g) for _ in range(2))
+    v = torch.randn(2, HEADS, 6, value_width, dtype=torch.float64, generator=g)
+    assert spatial.attend(q, k, v).shape == (2, HEADS, 6, value_width)
+    assert_same_function(spatial.attend, spatial.attend_reference, [q, k, v])
+
+
 @pytest.mark.parametrize("hw,window,shifted", [((8, 8), 4, False), ((9, 7), 4, False), ((9, 7), 3, True),
                                                 ((5, 4), 2, True), ((3, 5), 7, False)])
 @pytest.mark.parametrize("with_bias", [False, True], ids=["plain", "bias"])

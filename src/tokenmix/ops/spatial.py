@@ -223,7 +223,16 @@ def _merge(t: Tensor) -> Tensor:
 def attend(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None) -> Tensor:
     """Softmax attention with scale ``1/sqrt(q.shape[-1])`` by SDPA; ``attn_mask`` bool (True = allowed) or
     additive float."""
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+    # SDPA's fused CPU kernels need q, k and v of one width (else it builds the whole score matrix), and
+    # ScalableViT's SSA scales the q/k width by r_c: zero columns pad the narrower side (they add nothing to
+    # q.k, and padded value columns are cut off), with the scale of the true q width.
+    width, value_width = q.shape[-1], v.shape[-1]
+    if width < value_width:
+        q, k = F.pad(q, (0, value_width - width)), F.pad(k, (0, value_width - width))
+    elif value_width < width:
+        v = F.pad(v, (0, width - value_width))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1 / math.sqrt(width))
+    return out[..., :value_width]
 
 
 def attend_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None) -> Tensor:
