@@ -154,9 +154,7 @@ def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: in
 
     if s is None:
         kv = (kc.transpose(-2, -1) @ vc).cumsum_(dim=2)  # inclusive prefix sums of the chunk states (b, h, c, F, D)
-        # chunk i sees the chunks before it: the exclusive sums, a zero state for chunk 0. One product over
-        # every chunk, not a sliced in-place update, whose backward copies and zero-fills whole tensors.
-        out += qc @ torch.nn.functional.pad(kv[:, :, :-1], (0, 0, 0, 0, 1, 0))
+        out[:, :, 1:] += qc[:, :, 1:] @ kv[:, :, :-1]  # chunk i sees the chunks before it
     else:
         end = sc[..., -1]  # each chunk's state is kept relative to its last log-scale
         kv = (kc * torch.exp(sc - end[..., None])[..., None]).transpose(-2, -1) @ vc
