@@ -270,3 +270,16 @@ def test_paper_000_helpers_reject_bad_arguments() -> None:
         paper_000_mults("linear", -1, 8, 8)
     assert count_mixer("linear", dim=8, max_len=None, length=4, causal=False, measure_flops=False,
                        options=paper_000_options("linear", 8)).train.mults == paper_000_mults("linear", 4, 8, 8)
+
+
+def test_relationnet_mixers_follow_the_equations_without_biases() -> None:
+    """Yamada et al. (2022) eqs. 1-12 have no biases: at m = 100, d = 64 attention and linear attention hold
+    3md = 19,200 mixer parameters and Relation 2md + d² = 16,896 (with biases Relation had 17,088); the
+    point-wise Baseline keeps the biases of its dense layers."""
+    from tokenmix.models import RelationNet
+
+    counts = {name: sum(p.numel() for p in RelationNet(50, 2, name, 100, inner_dim=64).mixer.parameters())
+              for name in ("softmax", "linear", "relation")}
+    assert counts == {"softmax": 19_200, "linear": 19_200, "relation": 16_896}
+    baseline = RelationNet(50, 2, "mlp", 100, inner_dim=64).mixer
+    assert any(name.endswith("bias") for name, _ in baseline.named_parameters())

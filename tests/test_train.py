@@ -312,3 +312,44 @@ def test_ddp_gradient_equals_single_process_average(tmp_path):
     task.loss(model, batch).backward()
     for name, p in model.named_parameters():
         assert torch.allclose(ddp_grads[name], p.grad, atol=1e-6, rtol=1e-6), name
+
+
+def test_early_stopping_waits_for_a_target_streak_under_way():
+    """paper-000 has patience 5 and a target held 10 evaluations in a row: a run that levels off above the
+    target (no strict improvement) must still reach its own target, and stop early only after it."""
+    from tokenmix.train import EvalTracker, LoopState
+    from tokenmix.training.config import EvalRecord
+
+    tracker = EvalTracker(higher_is_better=True, patience=5, target=0.8, target_k=10)
+    loop = LoopState()
+    values = [0.5, 0.85] + [0.85] * 12
+    stopped_at = None
+    for i, value in enumerate(values):
+        tracker.observe(loop, EvalRecord(step=i, epoch=float(i), wall_s=float(i), train_loss=1.0, val_loss=1.0,
+                                         val_metric=value))
+        if loop.stopped_early:
+            stopped_at = i
+            break
+    assert loop.time_to_target == 10.0  # the 10th evaluation in a row at >= 0.8 (index 10)
+    assert stopped_at == 10  # patience had run out since index 6: it stops once the streak has completed
+
+    below = LoopState()  # no streak under way: patience applies as before
+    for i, value in enumerate([0.5] + [0.4] * 5):
+        tracker.observe(below, EvalRecord(step=i, epoch=float(i), wall_s=float(i), train_loss=1.0, val_loss=1.0,
+                                          val_metric=value))
+    assert below.stopped_early and below.time_to_target is None
+
+
+def test_training_cost_is_the_median_of_the_last_per_batch_losses():
+    """Chen (2023) §6's training cost: the median of the per-batch training costs over the last cost_window
+    batches. With an evaluation after every step each history record holds one batch's loss, so the result's
+    train_cost must be the median of the last cost_window of them."""
+    import statistics
+
+    task = make_task()
+    result = train(task, make_model(task), TrainConfig(max_steps=7, eval_every=1, cost_window=4, patience=None))
+    losses = [r.train_loss for r in result.history]
+    assert result.cost_batches == 4
+    assert result.train_cost == pytest.approx(statistics.median(losses[-4:]), rel=1e-6)
+    with pytest.raises(ValueError, match="cost_window"):
+        train(task, make_model(task), TrainConfig(max_steps=2, cost_window=0))

@@ -428,3 +428,22 @@ def test_registry_entries(name):
         mixer(rand(1, (3, 4)), mask, hw=(3, 4))
     with pytest.raises(ValueError, match=name):
         tokenmix.create_mixer(name, DIM, num_heads=HEADS, causal=True)
+
+
+def test_sssa_ties_the_gsa_sub_sampling_to_the_lsa_window():
+    """Twins' SSSA: GSA takes one representative per LSA window (Ruggeri 2022 §3.3) at any window size, not
+    only at the defaults; an explicit sr_ratio is kept, and windows that cannot be tied raise."""
+    from tokenmix.models.patterns import layer_mixers
+
+    def gsa_ratio(pattern, options=None):
+        layers = layer_mixers(pattern, 2, options)
+        return dict(layers[1].options).get("sr_ratio")
+
+    assert gsa_ratio(["twins_lsa:window_size=4", "twins_gsa"]) == 4
+    assert gsa_ratio([{"name": "twins_lsa", "window_size": [3, 3]}, "twins_gsa"]) == 3
+    assert gsa_ratio(["twins_lsa:window_size=4", "twins_gsa:sr_ratio=2"]) == 2
+    assert gsa_ratio(["twins_lsa", "twins_gsa"]) is None  # defaults: both 7 already
+    with pytest.raises(ValueError, match="must be square"):
+        layer_mixers([{"name": "twins_lsa", "window_size": [2, 4]}, "twins_gsa"], 2)
+    with pytest.raises(ValueError, match="different window sizes"):
+        layer_mixers(["twins_lsa:window_size=2", "twins_gsa", "twins_lsa:window_size=4", "twins_gsa"], 4)

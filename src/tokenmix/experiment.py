@@ -57,12 +57,12 @@ from .registry import mixer_info
 from .training.config import TRAIN_PRESETS, TrainConfig, validate_config
 from .validate import is_positive_int
 
-__all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "parse_overrides", "to_toml",
+__all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budget", "parse_overrides", "to_toml",
            "DEFAULT_EXPERIMENT", "BASELINE", "PLOTS"]
 
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
 PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
-_TOP = {"name", "description", "seeds", "task", "model", "train", "report", "mixers"}
+_TOP = {"name", "description", "seeds", "task", "model", "train", "report", "mixers", "budgets"}
 _MODEL_KEYS = {"protocol", "dim", "depth", "heads", "init_std"}  # everything else goes to the model class
 _REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline"}
 _ENTRY_KEYS = {"label", "name", "pattern", "options", "model"}
@@ -140,7 +140,7 @@ class Experiment:
     # -- construction --------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Experiment":
-        data = copy.deepcopy(data)
+        data = apply_budget(data, None)  # a copy, without [budgets]: load_experiment applies a named one
         _check_keys(data, _TOP, "top level")
         seeds = data.get("seeds", [0])
         if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
@@ -344,8 +344,35 @@ def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def load_experiment(path: str | Path | None = None, overrides: list[str] | None = None) -> Experiment:
-    """The experiment in the TOML file ``path`` (None: :data:`DEFAULT_EXPERIMENT`) with ``--set`` overrides."""
+def apply_budget(data: dict[str, Any], budget: str | None) -> dict[str, Any]:
+    """``data`` without its ``[budgets]`` tables, and with the named one's settings merged in (None: the file's
+    own, full budget). A budget table holds top-level keys (``seeds``) and tables (``train``, ``task``) whose
+    keys replace the file's: ``[budgets.quick]`` keeps a short budget for smoke runs beside the budget the
+    verdicts come from."""
+    data = copy.deepcopy(data)
+    budgets = data.pop("budgets", {})
+    if not isinstance(budgets, dict) or not all(isinstance(v, dict) for v in budgets.values()):
+        _fail("[budgets] must hold named tables, e.g. [budgets.quick]")
+    if budget is None:
+        return data
+    if budget not in budgets:
+        _fail(f"no budget {budget!r} in the experiment file; budgets: {', '.join(budgets) or 'none'}")
+    for key, value in budgets[budget].items():
+        if key not in _TOP - {"name", "budgets"}:
+            _fail(f"[budgets.{budget}]: unknown key {key!r}")
+        if isinstance(value, dict):
+            if not isinstance(data.get(key, {}), dict):
+                _fail(f"[budgets.{budget}]: {key!r} is not a table in the experiment")
+            data[key] = {**data.get(key, {}), **value}
+        else:
+            data[key] = value
+    return data
+
+
+def load_experiment(path: str | Path | None = None, overrides: list[str] | None = None,
+                    budget: str | None = None) -> Experiment:
+    """The experiment in the TOML file ``path`` (None: :data:`DEFAULT_EXPERIMENT`) at its full budget or the
+    named ``budget`` (:func:`apply_budget`), with ``--set`` overrides on top."""
     if path is None:
         data = copy.deepcopy(DEFAULT_EXPERIMENT)
     else:
@@ -356,6 +383,7 @@ def load_experiment(path: str | Path | None = None, overrides: list[str] | None 
             _fail(f"no experiment file {str(path)!r}")
         except tomllib.TOMLDecodeError as error:
             _fail(f"{path} is not valid TOML: {error}")
+    data = apply_budget(data, budget)
     for key, value in parse_overrides(overrides or []):
         _apply(data, key, value)
     return Experiment.from_dict(data)

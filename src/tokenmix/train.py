@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
@@ -135,6 +136,7 @@ class LoopState:
     loss_sum: float = 0.0  # training loss summed over the loss_count steps since the previous evaluation
     loss_count: int = 0
     stopped_early: bool = False
+    recent_losses: list[float] = field(default_factory=list)  # the last cost_window per-batch losses (rank 0's)
 
     def __post_init__(self) -> None:
         self.history = [r if isinstance(r, EvalRecord) else EvalRecord(**r) for r in self.history]
@@ -142,13 +144,14 @@ class LoopState:
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any]) -> LoopState:
         """The loop state within a checkpoint's ``state.pt`` dict."""
-        return cls(**{f.name: state[f.name] for f in fields(cls)})
+        return cls(**{f.name: state[f.name] for f in fields(cls) if f.name in state})  # older: no recent_losses
 
 
 @dataclass(frozen=True)
 class EvalTracker:
     """The rules applied at each evaluation: the best metric, early stopping after ``patience`` evaluations
-    without a strict improvement, time to ``target`` once it is held ``target_k`` evaluations in a row."""
+    without a strict improvement (deferred while a target streak is under way), time to ``target`` once it is
+    held ``target_k`` evaluations in a row."""
 
     higher_is_better: bool
     patience: int | None
@@ -168,7 +171,11 @@ class EvalTracker:
             loop.target_run = loop.target_run + 1 if self._reached(value, self.target) else 0
             if loop.target_run >= self.target_k:
                 loop.time_to_target = rec.wall_s
-        if self.patience is not None and loop.bad_evals >= self.patience:
+        # A target streak under way is never cut short by early stopping: with patience 5 and a target held
+        # 10 evaluations in a row (Yamada et al. 2022), a run that levels off above the target would otherwise
+        # stop before it could reach its own target.
+        streak_open = self.target is not None and loop.time_to_target is None and loop.target_run > 0
+        if self.patience is not None and loop.bad_evals >= self.patience and not streak_open:
             loop.stopped_early = True
         return improved
 
@@ -327,9 +334,13 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
         while loop.step < plan.total_steps and not loop.stopped_early:
             for batch in remaining_batches(task, config.batch_size, config.seed, plan.steps_per_epoch, loop.step):
                 loop.tokens += count_tokens(batch, model)
-                loop.loss_sum += _train_step(task, train_model, shard(batch, plan.rank, plan.world), optimizer,
-                                             scheduler, ctx, config.grad_clip)
+                loss = _train_step(task, train_model, shard(batch, plan.rank, plan.world), optimizer, scheduler,
+                                   ctx, config.grad_clip)
+                loop.loss_sum += loss
                 loop.loss_count += 1
+                loop.recent_losses.append(loss)
+                if len(loop.recent_losses) > config.cost_window:
+                    del loop.recent_losses[0]
                 loop.step += 1
                 reporter.stepped()
                 if on_step is not None:
@@ -386,4 +397,6 @@ def _result(task: Task, model: nn.Module, plan: RunPlan, loop: LoopState, test_m
         params=sum(p.numel() for p in model.parameters()),
         history=loop.history,
         stopped_early=loop.stopped_early,
+        train_cost=statistics.median(loop.recent_losses) if loop.recent_losses else None,
+        cost_batches=len(loop.recent_losses),
     )

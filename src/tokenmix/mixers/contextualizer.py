@@ -148,6 +148,12 @@ class Contextualizer(Mixer):
         if self.default_context is not None:
             self.default_context.fill_(1.0)
 
+    def parameter_roles(self) -> dict[str, str]:
+        """For a model-wide initialisation (:func:`tokenmix.ops.init.normal_init_`): ``b_U``, ``b_V``, ``b_W``
+        are biases (zero), and the learned default context keeps its start at ones, the constant default
+        c^(0) of §2, instead of being redrawn near zero."""
+        return {"b_U": "bias", "b_V": "bias", "b_W": "bias", "default_context": "keep"}
+
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, steps={self.steps}, rank={self.rank}, recurrent={self.recurrent}, "
                 f"context={self.context_kind!r}, bias={self.bias}")

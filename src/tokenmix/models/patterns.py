@@ -7,7 +7,11 @@ A model's ``mixer`` argument is one mechanism for every layer, or a pattern repe
   GSA in layers 1, 3, ...;
 * ``["swin", "swin:shift=True"]`` -- Swin's W-MSA / SW-MSA pairs (Liu et al. 2021);
 * ``["scalable_iwsa", "scalable_ssa"]`` -- ScalableViT's alternating IWSA / SSA (Yang et al. 2022);
-* ``["sparse_strided:heads=merged"]`` -- options in the entry itself.
+* ``["sparse_strided:factorization=merged"]`` -- options in the entry itself.
+
+In Twins' SSSA pattern GSA takes one representative per LSA window (Ruggeri 2022 §3.3), so a ``twins_gsa``
+layer without its own ``sr_ratio`` gets the ``window_size`` of the pattern's ``twins_lsa`` layers, whatever
+that window is (not only at the default sizes).
 
 An entry is ``"name"``, ``"name:option=value,option=value"`` (values are read as ``true``/``false``,
 ``none``, ints, floats, else strings), a ``{"name": ..., option: value, ...}`` mapping (the form experiment
@@ -120,7 +124,38 @@ def layer_mixers(mixer: str | Mapping[str, Any] | LayerMixer | Sequence, depth: 
             options.update(mixer_info(entry.name).alternate)
         options.update(entry.options)
         layers.append(LayerMixer(entry.name, tuple(options.items())))
-    return layers
+    return _tie_twins(layers, owner)
+
+
+def _tie_twins(layers: list[LayerMixer], owner: str) -> list[LayerMixer]:
+    """SSSA: every ``twins_gsa`` layer without an ``sr_ratio`` sub-samples one key/value per window of the
+    pattern's ``twins_lsa`` layers (their common ``window_size``; a ValueError when they differ or the window
+    is not square, since GSA's cell is)."""
+    lsa = [dict(layer.options).get("window_size") for layer in layers if layer.name == "twins_lsa"]
+    gsa_untied = [i for i, layer in enumerate(layers)
+                  if layer.name == "twins_gsa" and "sr_ratio" not in dict(layer.options)]
+    if not lsa or not gsa_untied:
+        return layers
+    windows = {_square_window(w, owner) for w in lsa}
+    if len(windows) > 1:
+        raise ValueError(f"{owner}: the twins_lsa layers have different window sizes {sorted(windows, key=str)}; give "
+                         "twins_gsa an explicit sr_ratio")
+    window = windows.pop()
+    if window is None:  # the LSA default window: GSA's default sr_ratio is that same window
+        return layers
+    tied = list(layers)
+    for i in gsa_untied:
+        tied[i] = LayerMixer("twins_gsa", (*layers[i].options, ("sr_ratio", window)))
+    return tied
+
+
+def _square_window(window: Any, owner: str) -> int | None:
+    if window is None or isinstance(window, int):
+        return window
+    if isinstance(window, (tuple, list)) and len(window) == 2 and window[0] == window[1]:
+        return int(window[0])
+    raise ValueError(f"{owner}: twins_gsa's sr_ratio follows the twins_lsa window, which must be square to tie "
+                     f"them; got window_size={window!r}: give twins_gsa an explicit sr_ratio")
 
 
 def pattern_names(mixer: str | Mapping[str, Any] | LayerMixer | Sequence, owner: str = "model") -> list[str]:

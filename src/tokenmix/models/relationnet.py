@@ -18,8 +18,13 @@ def _depth_options(mixer: str, inner_dim: int | None) -> dict[str, object]:
     for the options ``mixer`` has; empty when ``inner_dim`` is None."""
     if inner_dim is None:
         return {}
-    wanted = {"inner_dim": inner_dim, "out_proj": False, "normalize": False}
-    return {k: v for k, v in wanted.items() if k in mixer_info(mixer).options}
+    # eqs. 1-12 have no biases (W_Q, W_K, W_V, W_G, W_H, W only): every mixer follows them, so Relation does
+    # not carry 192 bias parameters that attention and linear attention lack
+    options = mixer_info(mixer).options
+    if "inner_dim" not in options:  # the Baseline's point-wise layers are not eqs. 1-12: they keep their biases
+        return {}
+    wanted = {"inner_dim": inner_dim, "out_proj": False, "normalize": False, "bias": False}
+    return {k: v for k, v in wanted.items() if k in options}
 
 
 class RelationNet(nn.Module):
@@ -42,7 +47,8 @@ class RelationNet(nn.Module):
     128 or
     256): every mixer with an ``inner_dim`` option projects ``m -> d`` (``W_Q, W_K, W_V in R^{m x d}``,
     eqs. 1-3; ``W_G, W_H``, eqs. 7-8), and, because eqs. 4, 5 and 12 have no output projection and eq. 5 no
-    denominator, gets ``out_proj=False`` and ``normalize=False`` where it has those options; the point-wise
+    denominator, gets ``out_proj=False``, ``normalize=False`` and ``bias=False`` (eqs. 1-12 have no biases) where it
+    has those options; the point-wise
     layer then reads ``d``-wide vectors (the mixer's ``out_dim``). ``inner_dim=None`` keeps the mixers'
     own defaults (width ``dim``, output projections on).
 

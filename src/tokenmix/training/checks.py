@@ -39,7 +39,7 @@ def check_config(config: TrainConfig) -> None:
     if config.max_steps is not None and config.epochs is not None:
         raise ValueError(f"TrainConfig.max_steps and TrainConfig.epochs are exclusive; got max_steps="
                          f"{config.max_steps!r} and epochs={config.epochs!r}")
-    for name in ("batch_size", "eval_batch_size", "target_k"):
+    for name in ("batch_size", "eval_batch_size", "target_k", "cost_window"):
         v = getattr(config, name)
         if not _is_int(v) or v < 1:
             bad(name, "a positive int")

@@ -38,6 +38,7 @@ class TrainConfig:
     patience: int | None = 5  # early stopping: evaluations without improvement (Yamada et al.: 5); None = off
     target: float | None = None  # time-to-target threshold on the val metric
     target_k: int = 1  # ... reached k evaluations in a row (Yamada et al.: 10)
+    cost_window: int = 2000  # training cost: median per-batch loss over the last cost_window batches (Chen 2023 §6)
     bf16: bool = False  # torch.autocast(device_type, dtype=torch.bfloat16)
     seed: int = 0
     device: str = "cpu"
@@ -97,6 +98,8 @@ class TrainResult:
     params: int
     history: list[EvalRecord] = field(default_factory=list)
     stopped_early: bool = False
+    train_cost: float | None = None  # median of the per-batch training losses over the last cost_batches batches
+    cost_batches: int = 0
 
 
 def validate_config(config: TrainConfig) -> None:
