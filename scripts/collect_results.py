@@ -4,7 +4,8 @@
 
 Writes, for the experiment ``<name>`` of ``runs/<name>/config.toml``:
 
-* ``<name>.csv``: a copy of ``runs/<name>/results.csv`` (one row per run);
+* ``<name>.csv``: ``runs/<name>/results.csv`` (one row per run) with each run's ``config_hash`` added (see
+  :mod:`tokenmix.results`: ``tokenmix compare --results docs/reproduction/`` then does not train them again);
 * ``<name>-history.csv``: every run's evaluations from ``runs/<name>/runs/<label>/seed<k>/result.json``, with
   the columns label, seed, step, epoch, wall_s, train_loss, val_loss, val_metric, in results.csv's order;
 * ``<name>-chance.csv`` (classification and image tasks, unless ``--no-chance``): the train split's majority
@@ -16,15 +17,13 @@ Writes, for the experiment ``<name>`` of ``runs/<name>/config.toml``:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import shutil
 import sys
-from collections import Counter
 from pathlib import Path
 
-HISTORY_COLUMNS = ["label", "seed", "step", "epoch", "wall_s", "train_loss", "val_loss", "val_metric"]
-CHANCE_COLUMNS = ["majority_class", "train_rate", "test_rate"]
+from tokenmix.results import CHANCE_COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, history_records, read_csv, write_csv
+
+# The schemas and the writing are tokenmix.results's, shared with `tokenmix compare --results DIR`.
 
 
 def history_rows(run_dir: Path, results: list[dict[str, str]]) -> list[dict[str, object]]:
@@ -34,10 +33,7 @@ def history_rows(run_dir: Path, results: list[dict[str, str]]) -> list[dict[str,
         path = run_dir / "runs" / result["label"] / f"seed{result['seed']}" / "result.json"
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: has the run finished?")
-        for record in json.loads(path.read_text())["history"]:
-            row: dict[str, object] = {"label": result["label"], "seed": int(result["seed"])}
-            row.update({k: record[k] if k == "step" else round(float(record[k]), 6) for k in HISTORY_COLUMNS[2:]})
-            rows.append(row)
+        rows += history_records(result["label"], int(result["seed"]), json.loads(path.read_text())["history"])
     return rows
 
 
@@ -45,22 +41,9 @@ def chance_row(config: Path) -> dict[str, object] | None:
     """The majority-class rates of the experiment's task (None for language modelling)."""
     from tokenmix.compare import make_task
     from tokenmix.experiment import load_experiment
+    from tokenmix.results import chance_row as task_chance_row
 
-    task = make_task(load_experiment(config))
-    if task.info.kind == "language_model":
-        return None
-    train = Counter(task.splits["train"].labels.tolist())
-    test = task.splits["test"].labels.tolist()
-    majority, count = train.most_common(1)[0]
-    return {"majority_class": majority, "train_rate": round(count / sum(train.values()), 6),
-            "test_rate": round(test.count(majority) / len(test), 6)}
-
-
-def write_csv(path: Path, columns: list[str], rows: list[dict[str, object]]) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    return task_chance_row(make_task(load_experiment(config)))
 
 
 def experiment_name(run_dir: Path) -> str:
@@ -70,6 +53,18 @@ def experiment_name(run_dir: Path) -> str:
         return tomllib.load(f)["name"]
 
 
+def config_hashes(config: Path) -> dict[tuple[str, str], str]:
+    """The config_hash (tokenmix.results.run_config) of every run of the experiment in ``config``, by (label,
+    seed), so that ``tokenmix compare --results`` does not train the collected runs again."""
+    from tokenmix.experiment import load_experiment
+    from tokenmix.results import config_hash, run_config
+    from tokenmix.tasks import task_info
+
+    experiment = load_experiment(config)
+    return {(run.label, str(run.seed)): config_hash(run_config(experiment, run))
+            for run in experiment.runs(task_info(experiment.task["name"]).kind)}
+
+
 def collect(run_dir: Path, out: Path, chance: bool = True) -> list[Path]:
     """Write the experiment's CSVs into ``out``; returns their paths."""
     results_path = run_dir / "results.csv"
@@ -77,10 +72,11 @@ def collect(run_dir: Path, out: Path, chance: bool = True) -> list[Path]:
         raise FileNotFoundError(f"{results_path} is missing: results.csv is written when the sweep has finished")
     name = experiment_name(run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with open(results_path, newline="") as f:
-        results = list(csv.DictReader(f))
+    columns, results = read_csv(results_path)
     written = [out / f"{name}.csv", out / f"{name}-history.csv"]
-    shutil.copyfile(results_path, written[0])
+    hashes = config_hashes(run_dir / "config.toml")
+    rows = [{**r, HASH_COLUMN: hashes.get((r["label"], r["seed"]), "")} for r in results]
+    write_csv(written[0], columns + [c for c in [HASH_COLUMN] if c not in columns], rows)
     write_csv(written[1], HISTORY_COLUMNS, history_rows(run_dir, results))
     row = chance_row(run_dir / "config.toml") if chance else None
     if row is not None:

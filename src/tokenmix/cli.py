@@ -102,6 +102,13 @@ def _add_compare_parser(sub: argparse._SubParsersAction) -> None:
                     "share of the cores (on 2 cores: --jobs 2 with one thread each)")
     cp.add_argument("--dry-run", action="store_true", help="print the resolved runs (label x seed, parameters, "
                     "steps) and train nothing")
+    cp.add_argument("--results", metavar="DIR", help="also record each run as it finishes in DIR/<name>.csv, "
+                    "-history.csv, -configs.json (and -chance.csv), e.g. docs/reproduction; a run recorded there "
+                    "with the same config_hash is not trained again, one whose config changed is")
+    cp.add_argument("--commit", action="store_true", help="with --results: git commit those files (only them) "
+                    "in DIR's repository after each run")
+    cp.add_argument("--status", action="store_true", help="print the runs done, partial and remaining per label "
+                    "(in --out and --results) and the estimated time left, and train nothing")
 
 
 def _add_count_parser(sub: argparse._SubParsersAction) -> None:
@@ -297,7 +304,15 @@ def cmd_compare(args: argparse.Namespace) -> None:
         if extra:
             experiment = load_experiment(args.config, sets + extra)
         out = args.out or f"runs/{experiment.name}"
-        rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run)
+        if args.commit and not args.results:
+            raise ValueError("--commit needs --results DIR")
+        if args.status:
+            from .results import sweep_status
+
+            print(sweep_status(experiment, out, args.results, jobs=args.jobs))
+            return
+        rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run, results_dir=args.results,
+                       commit=args.commit)
     except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
         raise SystemExit(f"tokenmix compare: {error}") from None
     if rows:

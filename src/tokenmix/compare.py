@@ -13,6 +13,11 @@ cannot run the task fail then. Outputs in ``out_dir``:
 * ``results.csv``: one row per run; ``report.md``: the leaderboard, mean ± sd over seeds;
 * ``metric_vs_time.png`` and ``metric_vs_epoch_time.png`` (with the ``plot`` extra; skipped with a note
   otherwise).
+
+With ``results_dir`` (``--results DIR``, :mod:`tokenmix.results`) each finished run's row, evaluations and
+config are also recorded in ``DIR/<name>*.csv`` as soon as it finishes (and committed with ``commit``), and a
+run recorded there with the same ``config_hash`` is not trained again, even with no ``runs/`` folder; a
+recorded run whose config changed is named as stale and trained again.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any, Callable
 import torch
 
 from .experiment import Experiment, RunSpec, to_toml
+from .results import ResultsDir, run_config, typed
 from .tasks import Task, create_task, task_info
 from .train import train
 from .validate import is_positive_int
@@ -216,13 +222,15 @@ def _check_out_dir(out: Path, experiment: Experiment) -> None:
 
 
 def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isolate: bool = True,
-            dry_run: bool = False, progress: bool | None = None) -> list[dict[str, Any]]:
+            dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
+            commit: bool = False) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
     the cores shared out between the jobs). ``isolate=False`` trains one run after the other in this process
     (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
-    ``dry_run`` plans (builds every model, prints the runs) and trains nothing."""
+    ``dry_run`` plans (builds every model, prints the runs) and trains nothing. ``results_dir``/``commit``:
+    see the module docstring."""
     if not is_positive_int(jobs):
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
@@ -239,27 +247,61 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
         path = _run_dir(out, p.spec) / RESULT_FILE
         if path.exists():
             results[p.spec.key] = json.loads(path.read_text())
-    todo = [p for p in planned if p.spec.key not in results]
-    if results:
-        print(f"{len(results)} of {len(planned)} runs already finished in {out}; training the other {len(todo)}",
+    record = ResultsDir(results_dir, experiment.name, commit=commit) if results_dir is not None else None
+    recorded = _recorded(record, experiment, task, planned, results) if record is not None else {}
+    todo = [p for p in planned if p.spec.key not in results and p.spec.key not in recorded]
+    if results or recorded:
+        print(f"{len(results) + len(recorded)} of {len(planned)} runs already finished in {out}"
+              + (f" or {record.csv}" if record is not None else "") + f"; training the other {len(todo)}",
               flush=True)
-    bar = _Progress(planned, set(results), progress)
+
+    def finished(p: PlannedRun, result: dict[str, Any]) -> None:
+        if record is not None:
+            record.save_run(_row(experiment, p.spec, result), COLUMNS, result["history"],
+                            run_config(experiment, p.spec), task)
+
+    bar = _Progress(planned, set(results) | set(recorded), progress)
     data = experiment.to_dict()
     _interrupt_on_sigterm()
     try:
         if isolate:
-            _run_pool(todo, data, str(out), threads, jobs, bar, results)
+            _run_pool(todo, data, str(out), threads, jobs, bar, results, finished)
         else:
             for p in todo:
                 bar.start(p.spec.key)
                 results[p.spec.key] = run_one(data, p.spec.label, p.spec.seed, str(out), threads, bar.update)
                 bar.finish(p.spec.key, results[p.spec.key]["steps"])
+                finished(p, results[p.spec.key])
     finally:
         bar.close()
-    rows = [_row(experiment, p.spec, results[p.spec.key]) for p in planned]
-    histories = {(p.spec.label, p.spec.seed): results[p.spec.key]["history"] for p in planned}
+    rows = [recorded[p.spec.key][0] if p.spec.key in recorded else _row(experiment, p.spec, results[p.spec.key])
+            for p in planned]
+    histories = {(p.spec.label, p.spec.seed): recorded[p.spec.key][1] if p.spec.key in recorded
+                 else results[p.spec.key]["history"] for p in planned}
     write_report(rows, histories, experiment, out)
     return rows
+
+
+def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun],
+              results: dict[str, dict[str, Any]]) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The runs ``record`` holds with their current config_hash and ``results`` lacks: key -> (row, history).
+    Names the stale ones (they train again); records the runs finished in the out folder that it lacks."""
+    rows, histories, found = record.rows(), record.histories(), {}
+    for p in planned:
+        row, config = rows.get((p.spec.label, p.spec.seed)), run_config(experiment, p.spec)
+        reason = record.stale_reason(row, config) if row is not None else None
+        if row is not None and reason is not None:
+            print(f"stale: {p.spec.key} in {record.csv}: {reason}; "
+                  + ("recording its finished run from the out folder" if p.spec.key in results
+                     else "it trains again and its row will be replaced"), flush=True)
+        if p.spec.key in results:
+            if row is None or reason is not None:  # finished before --results was given, or stale there
+                record.save_run(_row(experiment, p.spec, results[p.spec.key]), COLUMNS,
+                                results[p.spec.key]["history"], config, task)
+        elif row is not None and reason is None:
+            found[p.spec.key] = ({c: typed(row).get(c, "") for c in COLUMNS},
+                                 histories.get((p.spec.label, p.spec.seed), []))
+    return found
 
 
 def _interrupt_on_sigterm() -> None:
@@ -275,7 +317,7 @@ def _interrupt_on_sigterm() -> None:
 
 
 def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
-              results: dict[str, dict[str, Any]]) -> None:
+              results: dict[str, dict[str, Any]], finished: Callable[[PlannedRun, dict[str, Any]], None]) -> None:
     """Train ``todo`` in fresh spawned processes, ``jobs`` at a time (one run per process)."""
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=context,
@@ -284,7 +326,7 @@ def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: i
         pending: dict[Future, PlannedRun] = {}
         waiting = list(todo)
         try:
-            _schedule(pool, waiting, pending, messages, data, out, threads, jobs, bar, results)
+            _schedule(pool, waiting, pending, messages, data, out, threads, jobs, bar, results, finished)
         except BaseException:
             # interrupted (Ctrl-C, SIGTERM, a failed run): stop the runs under way too, rather than leave them
             # training as orphans that a re-run would race; their checkpoints let the re-run resume them
@@ -296,7 +338,7 @@ def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: i
 
 def _schedule(pool: ProcessPoolExecutor, waiting: list[PlannedRun], pending: dict[Future, PlannedRun],
               messages: Any, data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
-              results: dict[str, dict[str, Any]]) -> None:
+              results: dict[str, dict[str, Any]], finished: Callable[[PlannedRun, dict[str, Any]], None]) -> None:
     """Keep ``jobs`` runs under way until every run has finished, relaying progress messages to ``bar``."""
     while waiting or pending:
         while waiting and len(pending) < jobs:
@@ -311,6 +353,7 @@ def _schedule(pool: ProcessPoolExecutor, waiting: list[PlannedRun], pending: dic
             bar.finish(p.spec.key, results[p.spec.key]["steps"])
             print(f"finished {p.spec.key}: {results[p.spec.key]['metric_name']} "
                   f"{results[p.spec.key]['test_metric']}", file=sys.stderr, flush=True)
+            finished(p, results[p.spec.key])
 
 
 def _drain(messages: Any, bar: _Progress) -> None:

@@ -1,0 +1,397 @@
+"""Committed results: the small CSVs of an experiment's finished runs, kept in a folder under version control.
+
+``tokenmix compare --results DIR`` (:class:`ResultsDir`) writes, for the experiment ``<name>``, after each
+finished run:
+
+* ``DIR/<name>.csv``: one row per run (:data:`tokenmix.compare.COLUMNS`) plus ``config_hash`` (below);
+* ``DIR/<name>-history.csv``: every evaluation of every run (:data:`HISTORY_COLUMNS`);
+* ``DIR/<name>-chance.csv`` (classification and image tasks), once: the train split's majority class and its
+  share of the train and test splits (:data:`CHANCE_COLUMNS`);
+* ``DIR/<name>-configs.json``: the resolved run config of every ``config_hash`` in ``<name>.csv``, so that a
+  stale row can be told apart from the current config field by field.
+
+``scripts/collect_results.py`` writes the first three from a finished run folder with the same code.
+
+**config_hash** (:func:`run_config`, :func:`config_hash`): the first 12 hex digits of the sha256 of the
+canonical JSON (sorted keys, no spaces) of a run's resolved config: ``task`` (the ``[task]`` table, data seed 0
+unless set), ``model`` (the run's model settings, None values left out), ``mixer`` (name or layer pattern),
+``mixer_options``, ``seed``, and ``train``: the fields of its :class:`~tokenmix.training.config.TrainConfig`
+(preset resolved) that change what it learns, each only where it differs from the dataclass default (so a
+new field added at a default that keeps the old behaviour keeps every hash). Left out: the output folder,
+resume, progress, tensorboard, checkpoint_every, threads, and the report settings (target, target_k, plots,
+baseline, metric), which do not change the weights a run learns.
+
+Rows are replaced per (label, seed); every write goes to a temporary file renamed over the old one
+(:func:`write_csv`), so an interrupted write leaves the previous file whole and other rows are kept.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ResultsDir", "run_config", "config_hash",
+           "first_difference", "history_records", "chance_row", "read_csv", "write_csv", "upsert_rows",
+           "git_commit", "sweep_status"]
+
+HISTORY_COLUMNS = ["label", "seed", "step", "epoch", "wall_s", "train_loss", "val_loss", "val_metric"]
+CHANCE_COLUMNS = ["majority_class", "train_rate", "test_rate"]
+HASH_COLUMN = "config_hash"
+# TrainConfig fields that do not change what a run learns (where it writes, how it shows progress, how often
+# it checkpoints: a resumed run is bitwise the uninterrupted one), or that are report settings.
+_NOT_HASHED = {"seed", "out_dir", "resume", "progress", "tensorboard", "checkpoint_every", "target", "target_k"}
+_TEXT_COLUMNS = {"experiment", "task", "label", "mixer", "metric", HASH_COLUMN}
+
+
+# -- the config hash ---------------------------------------------------------------------------------------
+def run_config(experiment: Any, run: Any) -> dict[str, Any]:
+    """The resolved config of ``run`` (a :class:`~tokenmix.experiment.RunSpec` of ``experiment``) that its
+    ``config_hash`` is computed from (see the module docstring)."""
+    from .training.config import TrainConfig
+
+    config, default = experiment.train_config(run), TrainConfig()
+    train = {f.name: getattr(config, f.name) for f in fields(TrainConfig)
+             if f.name not in _NOT_HASHED and getattr(config, f.name) != getattr(default, f.name)}
+    task = dict(experiment.task)
+    task.setdefault("seed", 0)
+    return _plain({"task": task, "model": {k: v for k, v in run.model.items() if v is not None},
+                   "mixer": run.mixer, "mixer_options": dict(run.mixer_options), "train": train, "seed": run.seed})
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists (as JSON writes them), so that a config read back from JSON compares equal."""
+    return json.loads(json.dumps(value))
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``config`` (sorted keys, no spaces), first 12 hex digits."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def first_difference(old: Any, new: Any, path: str = "") -> str | None:
+    """The first field (sorted dotted path) where ``old`` and ``new`` differ, as ``"train.lr: 0.003 -> 0.001"``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(old.keys() | new.keys()):
+            where = f"{path}.{key}" if path else key
+            if key not in old:
+                return f"{where}: (not set) -> {new[key]!r}"
+            if key not in new:
+                return f"{where}: {old[key]!r} -> (not set)"
+            found = first_difference(old[key], new[key], where)
+            if found is not None:
+                return found
+        return None
+    return None if old == new else f"{path or 'config'}: {old!r} -> {new!r}"
+
+
+# -- rows --------------------------------------------------------------------------------------------------
+def history_records(label: str, seed: int, history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's evaluations as ``-history.csv`` rows (the step as is, the rest rounded to 6 digits)."""
+    rows: list[dict[str, Any]] = []
+    for record in history:
+        row: dict[str, Any] = {"label": label, "seed": int(seed)}
+        row.update({k: record[k] if k == "step" else round(float(record[k]), 6) for k in HISTORY_COLUMNS[2:]})
+        rows.append(row)
+    return rows
+
+
+def chance_row(task: Any) -> dict[str, Any] | None:
+    """The train split's majority class and its share of the train and test splits (None for language
+    modelling): the accuracy of a model that learned only the class prior."""
+    if task.info.kind == "language_model":
+        return None
+    train = Counter(task.splits["train"].labels.tolist())
+    test = task.splits["test"].labels.tolist()
+    majority, count = train.most_common(1)[0]
+    return {"majority_class": majority, "train_rate": round(count / sum(train.values()), 6),
+            "test_rate": round(test.count(majority) / len(test), 6)}
+
+
+def typed(row: dict[str, Any]) -> dict[str, Any]:
+    """A CSV row with its numeric cells as int or float (text columns and empty cells as they are)."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key in _TEXT_COLUMNS or not isinstance(value, str) or value == "":
+            out[key] = value
+            continue
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+# -- files -------------------------------------------------------------------------------------------------
+def read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of ``path`` (empty when it does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return [], []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    """Write ``path`` through a temporary sibling renamed over it: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", newline="") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_csv(path: str | Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    """Write ``rows`` under ``columns`` (missing cells empty), atomically."""
+    def write(f: Any) -> None:
+        writer = csv.DictWriter(f, fieldnames=columns, restval="", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+    _atomic_write(Path(path), write)
+
+
+def upsert_rows(path: str | Path, columns: list[str], rows: list[dict[str, Any]],
+                key: tuple[str, ...] = ("label", "seed")) -> None:
+    """Put ``rows`` into the CSV ``path``, replacing the rows with the same ``key`` (in place: the block of
+    new rows of a key goes where its first old row was) and keeping every other row; atomic. The header is
+    ``columns`` followed by any other column the file had."""
+    header, old = read_csv(path)
+    columns = list(columns) + [c for c in header if c not in columns]
+
+    def key_of(row: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(row.get(k, "")) for k in key)
+
+    new: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        new.setdefault(key_of(row), []).append(row)
+    replaced = set(new)
+    merged: list[dict[str, Any]] = []
+    for row in old:
+        k = key_of(row)
+        if k not in replaced:
+            merged.append(row)
+        elif k in new:
+            merged += new.pop(k)  # the first old row of this key: the new block goes here; later ones go
+    for block in new.values():
+        merged += block
+    write_csv(path, columns, merged)
+
+
+# -- git ---------------------------------------------------------------------------------------------------
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True)
+
+
+def git_commit(paths: list[str | Path], message: str, *, attempts: int = 5, pause: float = 1.0) -> bool:
+    """Commit ``paths`` (only them: other staged changes stay staged) in the repository that contains them,
+    with ``message``; a held ``index.lock`` is waited for ``attempts`` times ``pause`` seconds. True when
+    committed or when the paths had nothing new; on failure a warning on stderr and False."""
+    paths = [Path(p).resolve() for p in paths]
+    where = paths[0].parent
+    top = _git(where, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        print(f"warning: not committed: {where} is not in a git repository ({top.stderr.strip()})",
+              file=sys.stderr, flush=True)
+        return False
+    root = Path(top.stdout.strip())
+    git_dir = Path(_git(root, "rev-parse", "--absolute-git-dir").stdout.strip())
+    names = [str(p.relative_to(root.resolve())) for p in paths]
+    error = ""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(pause)
+        if (git_dir / "index.lock").exists():
+            error = f"{git_dir / 'index.lock'} exists (another git command is running)"
+            continue
+        added = _git(root, "add", "--", *names)
+        if added.returncode != 0:
+            error = added.stderr.strip()
+            if "index.lock" in error:
+                continue
+            break
+        if _git(root, "diff", "--cached", "--quiet", "HEAD", "--", *names).returncode == 0:
+            return True  # the files are as committed already
+        done = _git(root, "commit", "-q", "-m", message, "--only", "--", *names)
+        if done.returncode == 0:
+            return True
+        error = (done.stderr or done.stdout).strip()
+        if "index.lock" not in error:
+            break
+    print(f"warning: git commit of {', '.join(names)} in {root} failed: {error}; the sweep goes on",
+          file=sys.stderr, flush=True)
+    return False
+
+
+# -- a results folder ------------------------------------------------------------------------------------
+class ResultsDir:
+    """The committed results of the experiment ``name`` in ``directory`` (see the module docstring)."""
+
+    def __init__(self, directory: str | Path, name: str, *, commit: bool = False) -> None:
+        self.directory = Path(directory)
+        self.name = name
+        self.commit = commit
+        self.csv = self.directory / f"{name}.csv"
+        self.history = self.directory / f"{name}-history.csv"
+        self.chance = self.directory / f"{name}-chance.csv"
+        self.configs = self.directory / f"{name}-configs.json"
+
+    def rows(self) -> dict[tuple[str, int], dict[str, str]]:
+        """The recorded rows by (label, seed)."""
+        return {(r["label"], int(r["seed"])): r for r in read_csv(self.csv)[1]}
+
+    def histories(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
+        """The recorded evaluations by (label, seed), numbers parsed."""
+        out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for row in read_csv(self.history)[1]:
+            out.setdefault((row["label"], int(row["seed"])), []).append(typed(row))
+        return out
+
+    def known_configs(self) -> dict[str, Any]:
+        return json.loads(self.configs.read_text()) if self.configs.exists() else {}
+
+    def stale_reason(self, row: dict[str, str], config: dict[str, Any]) -> str | None:
+        """None when ``row`` was made with ``config``; else why not (its first differing field when the
+        recorded config is known, else "config changed")."""
+        recorded = row.get(HASH_COLUMN) or ""
+        current = config_hash(config)
+        if recorded == current:
+            return None
+        if not recorded:
+            return "the row has no config_hash (written before hashes were recorded)"
+        old = self.known_configs().get(recorded)
+        difference = first_difference(old, config) if old is not None else None
+        return f"config changed ({recorded} -> {current})" + (f": {difference}" if difference else "")
+
+    def save_run(self, row: dict[str, Any], columns: list[str], history: list[dict[str, Any]],
+                 config: dict[str, Any], task: Any = None) -> list[Path]:
+        """Record one finished run: its row (with its config_hash), its evaluations, its config, and the chance
+        file when ``task`` is given, is not language modelling, and the file is not there yet; commit them when
+        asked. Returns the paths written."""
+        digest = config_hash(config)
+        upsert_rows(self.csv, list(columns) + [HASH_COLUMN], [{**row, HASH_COLUMN: digest}])
+        upsert_rows(self.history, HISTORY_COLUMNS, history_records(row["label"], row["seed"], history))
+        used = {r.get(HASH_COLUMN) for r in read_csv(self.csv)[1]}
+        configs = {h: c for h, c in self.known_configs().items() if h in used}
+        configs[digest] = config
+        _atomic_write(self.configs, lambda f: f.write(json.dumps(configs, indent=1, sort_keys=True) + "\n"))
+        written = [self.csv, self.history, self.configs]
+        if task is not None and not self.chance.exists():
+            chance = chance_row(task)
+            if chance is not None:
+                write_csv(self.chance, CHANCE_COLUMNS, [chance])
+                written.append(self.chance)
+        if self.commit:
+            git_commit(written, f"{self.name}: {row['label']} seed {row['seed']} ({row['metric']} {row['value']})")
+        return written
+
+
+# -- status ------------------------------------------------------------------------------------------------
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
+
+
+def sweep_status(experiment: Any, out_dir: str | Path, results_dir: str | Path | None = None,
+                 jobs: int = 1) -> str:
+    """Per label: runs done (a row in ``results_dir`` with the run's config_hash, or ``result.json`` in
+    ``out_dir``), partial (a checkpoint: its step / total) and remaining; the estimated time left (mean training
+    wall time of the finished runs of the label, else of all finished runs, times the remaining runs (a partial
+    one by its remaining fraction), over ``jobs``); the stale rows. Trains nothing."""
+    from .compare import CONFIG_FILE, RESULT_FILE, _check_out_dir, _run_dir, plan
+    from .training.checkpoint import Checkpointer
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    out = Path(out_dir)
+    task, planned = plan(experiment)
+    notes: list[str] = []
+    use_out = True
+    try:
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            _check_out_dir(out, experiment)
+    except ValueError as error:
+        use_out = False
+        notes.append(f"{out}: not counted: {error}")
+    record = ResultsDir(results_dir, experiment.name) if results_dir is not None else None
+    recorded = record.rows() if record is not None else {}
+    state: dict[str, tuple[str, float | None, float]] = {}  # key -> (done | partial | todo, wall_s, left fraction)
+    stale, partial_text = [], {}
+    for p in planned:
+        spec, run_dir = p.spec, _run_dir(out, p.spec)
+        row = recorded.get((spec.label, spec.seed))
+        reason = record.stale_reason(row, run_config(experiment, spec)) if row is not None else "absent"
+        if row is not None and reason is None:
+            state[spec.key] = ("done", float(row["wall_s"] or 0.0), 0.0)
+            continue
+        if row is not None:
+            stale.append(f"  {spec.label} seed {spec.seed}: {reason}")
+        if use_out and (run_dir / RESULT_FILE).exists():
+            history = json.loads((run_dir / RESULT_FILE).read_text())["history"]
+            state[spec.key] = ("done", history[-1]["wall_s"] if history else 0.0, 0.0)
+            continue
+        found = Checkpointer(str(run_dir), writes=False).find() if use_out else None
+        if found is not None:
+            step = int(Checkpointer.read_state(found).get("step", 0))
+            partial_text[spec.key] = f"seed{spec.seed} {step}/{p.total_steps}"
+            state[spec.key] = ("partial", None, max(0.0, 1.0 - step / max(1, p.total_steps)))
+        else:
+            state[spec.key] = ("todo", None, 1.0)
+    walls = [w for s, w, _ in state.values() if s == "done" and w is not None]
+    header = ["label", "done", "remaining", "partial", "time left"]
+    table, total_left = [], 0.0
+    for label in dict.fromkeys(p.spec.label for p in planned):
+        keys = [p.spec.key for p in planned if p.spec.label == label]
+        done = [k for k in keys if state[k][0] == "done"]
+        mine = [state[k][1] for k in done if state[k][1] is not None]
+        mean = sum(mine) / len(mine) if mine else (sum(walls) / len(walls) if walls else None)
+        left = sum(state[k][2] for k in keys)
+        seconds = (mean or 0.0) * left
+        total_left += seconds
+        table.append([label, f"{len(done)}/{len(keys)}", str(len(keys) - len(done)),
+                      ", ".join(partial_text[k] for k in keys if k in partial_text) or "-",
+                      "-" if left == 0 else ("?" if mean is None else _duration(seconds))])
+    widths = [max(len(r[i]) for r in [header] + table) for i in range(len(header))]
+    lines = [f"experiment {experiment.name!r}: task {task.info.name}, {len(planned)} runs; out {out}"
+             + (f"; results {record.csv}" if record is not None else "")
+             + (f" ({CONFIG_FILE} there: another experiment)" if not use_out else ""), ""]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + table]
+    lines.insert(3, "-" * len(lines[2]))
+    finished = sum(1 for s, _, _ in state.values() if s == "done")
+    partial = sum(1 for s, _, _ in state.values() if s == "partial")
+    if finished == len(planned):
+        eta = "nothing left"
+    elif not walls:
+        eta = "time left unknown (no finished run yet)"
+    else:
+        eta = (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from the training wall "
+               f"time of the finished runs)")
+    lines += ["", f"{finished}/{len(planned)} done, {len(planned) - finished} remaining ({partial} partial); {eta}"]
+    if stale:
+        lines += ["", "stale rows (train again, their rows will be replaced):"] + stale
+    if notes:
+        lines += [""] + notes
+    return "\n".join(lines)

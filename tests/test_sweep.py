@@ -1,0 +1,234 @@
+"""Sweeps that outlive a session: ``tokenmix compare --results DIR [--commit]``, ``--status`` (tokenmix.results)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tokenmix.compare as compare_module
+import tokenmix.results as results_module
+from tokenmix.cli import main
+from tokenmix.compare import COLUMNS, compare
+from tokenmix.experiment import load_experiment
+from tokenmix.results import (HASH_COLUMN, HISTORY_COLUMNS, ResultsDir, config_hash, git_commit, read_csv,
+                              run_config, upsert_rows)
+from tokenmix.tasks import task_info
+
+TINY = ["task.name='recall'", "model.dim=16", "model.depth=1", "train.max_steps=6", "train.eval_every=3",
+        "train.batch_size=16", "seeds=[0]", "mixers=['relation']", "report.plots=[]"]
+
+
+def tiny(*sets: str):
+    return load_experiment(None, [*TINY, *sets])
+
+
+def never(*args, **kwargs):
+    pytest.fail("a recorded run was trained again")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """relation and the mlp baseline, seed 0, recorded in docs/ as they finish; the rows on disk at each start."""
+    root = tmp_path_factory.mktemp("sweep")
+    experiment, docs, seen = tiny(), root / "docs", []
+    real = compare_module.run_one
+
+    def recording(*args, **kwargs):
+        seen.append([(r["label"], r["seed"]) for r in read_csv(docs / f"{experiment.name}.csv")[1]])
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compare_module, "run_one", recording)
+        rows = compare(experiment, root / "out", isolate=False, progress=False, results_dir=docs)
+    return root, experiment, docs, rows, seen
+
+
+def test_each_finished_run_is_recorded_at_once(sweep):
+    root, experiment, docs, rows, seen = sweep
+    assert seen == [[], [("relation", "0")]]  # the first run's row was written before the second run began
+    header, table = read_csv(docs / f"{experiment.name}.csv")
+    assert header == COLUMNS + [HASH_COLUMN]
+    kind = task_info("recall").kind
+    hashes = {r.label: config_hash(run_config(experiment, r)) for r in experiment.runs(kind)}
+    assert [(r["label"], r["seed"], r[HASH_COLUMN]) for r in table] == [(k, "0", v) for k, v in hashes.items()]
+    assert all(len(h) == 12 and int(h, 16) >= 0 for h in hashes.values()) and len(set(hashes.values())) == 2
+    header, history = read_csv(docs / f"{experiment.name}-history.csv")
+    assert header == HISTORY_COLUMNS and [(h["label"], h["step"]) for h in history] == [
+        ("relation", "3"), ("relation", "6"), ("mlp", "3"), ("mlp", "6")]
+    assert read_csv(docs / f"{experiment.name}-chance.csv")[0] == ["majority_class", "train_rate", "test_rate"]
+    assert set(json.loads((docs / f"{experiment.name}-configs.json").read_text())) == set(hashes.values())
+    assert not list(docs.glob(".*"))  # no temporary files left
+
+
+def test_the_hash_ignores_what_does_not_change_a_run():
+    kind = task_info("recall").kind
+    base = tiny().runs(kind)[0]
+    same = tiny("train.threads=1", "report.target=0.5", "name='other'", "description='x'").runs(kind)[0]
+    assert config_hash(run_config(tiny(), base)) == config_hash(
+        run_config(tiny("train.threads=1", "report.target=0.5", "name='other'", "description='x'"), same))
+    for change in ("train.lr=0.01", "model.dim=8", "task.seed=1", "train.preset='paper-003'"):
+        other = tiny(change)
+        assert config_hash(run_config(other, other.runs(kind)[0])) != config_hash(run_config(tiny(), base)), change
+    assert config_hash(run_config(tiny("seeds=[1]"), tiny("seeds=[1]").runs(kind)[0])) != \
+        config_hash(run_config(tiny(), base))
+
+
+def test_a_fresh_clone_with_committed_results_trains_nothing(sweep, tmp_path, monkeypatch):
+    root, experiment, docs, rows, _ = sweep
+    monkeypatch.setattr(compare_module, "run_one", never)
+    again = compare(experiment, tmp_path / "fresh", isolate=False, progress=False, results_dir=docs)
+    assert again == rows
+    assert not (tmp_path / "fresh" / "runs").exists()
+    assert (tmp_path / "fresh" / "report.md").exists()  # the leaderboard is still written from the record
+
+
+def test_a_changed_config_trains_the_stale_run_again(sweep, tmp_path, monkeypatch, capsys):
+    root, experiment, docs, rows, _ = sweep
+    copy = tmp_path / "docs"
+    shutil.copytree(docs, copy)
+    real, trained = compare_module.run_one, []
+    monkeypatch.setattr(compare_module, "run_one", lambda *a, **k: (trained.append(a[1:3]), real(*a, **k))[1])
+    changed = tiny("mixers=[{label='relation', name='relation', model={dim=8}}]")
+    new = compare(changed, tmp_path / "out", isolate=False, progress=False, results_dir=copy)
+    assert trained == [("relation", 0)]  # the baseline's config is unchanged: not trained again
+    out = capsys.readouterr().out
+    assert "stale: relation/seed0" in out and "model.dim: 16 -> 8" in out
+    table = read_csv(copy / f"{experiment.name}.csv")[1]
+    assert [(r["label"], r["seed"]) for r in table] == [("relation", "0"), ("mlp", "0")]  # replaced in place
+    assert table[0]["params"] == str(new[0]["params"]) != str(rows[0]["params"])
+    assert table[0][HASH_COLUMN] == config_hash(run_config(changed, changed.runs("classification")[0]))
+    assert table[1] == read_csv(docs / f"{experiment.name}.csv")[1][1]
+
+
+def test_rows_without_a_hash_are_stale(sweep, tmp_path):
+    root, experiment, docs, _, _ = sweep
+    record = ResultsDir(docs, experiment.name)
+    row = {**record.rows()[("mlp", 0)], HASH_COLUMN: ""}
+    assert "no config_hash" in record.stale_reason(row, run_config(experiment, experiment.runs("classification")[1]))
+    assert record.stale_reason(record.rows()[("mlp", 0)],
+                               run_config(experiment, experiment.runs("classification")[1])) is None
+
+
+def test_rows_are_written_atomically_and_keep_other_rows(tmp_path, monkeypatch):
+    path = tmp_path / "x.csv"
+    upsert_rows(path, ["label", "seed", "value"], [{"label": "a", "seed": 0, "value": 1},
+                                                    {"label": "b", "seed": 0, "value": 2}])
+    upsert_rows(path, ["label", "seed", "value", "new"], [{"label": "a", "seed": 0, "value": 3, "new": "y"},
+                                                           {"label": "c", "seed": 1, "value": 4}])
+    header, rows = read_csv(path)
+    assert header == ["label", "seed", "value", "new"]
+    assert [(r["label"], r["value"], r["new"]) for r in rows] == [("a", "3", "y"), ("b", "2", ""), ("c", "4", "")]
+    before = path.read_bytes()
+
+    def broken(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(results_module.os, "replace", broken)
+    with pytest.raises(OSError, match="disk full"):
+        upsert_rows(path, ["label", "seed", "value"], [{"label": "b", "seed": 0, "value": 9}])
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["x.csv"]
+
+
+def test_status_names_done_partial_and_remaining(sweep, tmp_path, capsys):
+    root, experiment, docs, _, _ = sweep
+    more = tiny("seeds=[0, 1]")
+    out = tmp_path / "out"
+    # relation seed 1 killed after its checkpoint at step 3
+    from tokenmix.compare import build_model, make_task
+    from tokenmix.train import train
+
+    task = make_task(more)
+    spec = next(r for r in more.runs(task.info.kind) if r.label == "relation" and r.seed == 1)
+
+    def die(step, total, metric):
+        if step == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(task, build_model(task, spec), more.train_config(spec, out_dir=str(out / "runs" / "relation" / "seed1"),
+                                                               progress=False), on_step=die)
+    sets = [x for s in [*TINY, "seeds=[0, 1]"] for x in ("--set", s)]
+    assert main(["compare", *sets, "--out", str(out), "--results", str(docs), "--status"]) == 0
+    text = capsys.readouterr().out
+    lines = {line.split()[0]: line.split() for line in text.splitlines() if line.startswith(("relation", "mlp"))}
+    assert lines["relation"][1:4] == ["1/2", "1", "seed1"] and "3/6" in lines["relation"]
+    assert lines["mlp"][1:4] == ["1/2", "1", "-"]
+    assert "2/4 done, 2 remaining (1 partial); estimated time left" in text
+    assert not (out / "runs" / "mlp").exists()  # nothing trained
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "test@example.com")
+    _git(repo, "config", "user.name", "test")
+    _git(repo, "config", "commit.gpgsign", "false")
+    (repo / "README").write_text("x\n")
+    _git(repo, "add", "README")
+    _git(repo, "commit", "-q", "-m", "start")
+    return repo
+
+
+def test_commit_records_only_the_result_files(sweep, repo, tmp_path, monkeypatch):
+    root, experiment, docs, rows, _ = sweep
+    (repo / "staged.txt").write_text("someone else's work\n")
+    _git(repo, "add", "staged.txt")
+    (repo / "untracked.txt").write_text("not ours\n")
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)  # finished runs, recorded into the repository without training
+    monkeypatch.setattr(compare_module, "run_one", never)
+    monkeypatch.chdir(tmp_path)  # the sweep runs outside the repository (as from a worktree)
+    compare(experiment, out, isolate=False, progress=False, results_dir=repo / "docs", commit=True)
+    log = _git(repo, "log", "--format=%s").splitlines()
+    assert log == [f"{experiment.name}: mlp seed 0 (accuracy {rows[1]['value']})",
+                   f"{experiment.name}: relation seed 0 (accuracy {rows[0]['value']})", "start"]
+    names = {f"docs/{experiment.name}{s}" for s in (".csv", "-history.csv", "-configs.json", "-chance.csv")}
+    assert set(_git(repo, "show", "--name-only", "--format=", "HEAD~1").split()) == names
+    assert set(_git(repo, "show", "--name-only", "--format=", "HEAD").split()) == names - {
+        f"docs/{experiment.name}-chance.csv"}
+    status = _git(repo, "status", "--porcelain").splitlines()
+    assert sorted(status) == ["?? untracked.txt", "A  staged.txt"]  # left as they were
+    monkeypatch.setattr(compare_module, "run_one", never)
+    compare(experiment, tmp_path / "fresh", isolate=False, progress=False, results_dir=repo / "docs", commit=True)
+    assert len(_git(repo, "log", "--format=%s").splitlines()) == 3  # nothing new to commit
+
+
+def test_a_held_index_lock_is_waited_for_then_warned_about(repo, capsys):
+    path = repo / "docs" / "r.csv"
+    path.parent.mkdir()
+    path.write_text("a\n1\n")
+    (repo / ".git" / "index.lock").write_text("")
+    assert not git_commit([path], "r", attempts=2, pause=0.01)
+    assert "index.lock" in capsys.readouterr().err
+    (repo / ".git" / "index.lock").unlink()
+    assert git_commit([path], "r", attempts=2, pause=0.01)
+    assert _git(repo, "log", "-1", "--format=%s").strip() == "r"
+    assert not git_commit([Path("/") / "nonexistent-dir-xyz" / "r.csv"], "r", attempts=1)  # a warning, no raise
+
+
+def test_commit_needs_results(capsys):
+    with pytest.raises(SystemExit, match="--commit needs --results"):
+        main(["compare", "--commit", "--dry-run"])
+
+
+def test_collect_results_writes_the_same_record(sweep, tmp_path):
+    import importlib.util
+
+    root, experiment, docs, _, _ = sweep
+    spec = importlib.util.spec_from_file_location("collect_results", Path(__file__).parents[1] / "scripts" /
+                                                  "collect_results.py")
+    collect_results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect_results)
+    collect_results.collect(root / "out", tmp_path, chance=False)
+    for suffix in (".csv", "-history.csv"):
+        assert read_csv(tmp_path / f"{experiment.name}{suffix}") == read_csv(docs / f"{experiment.name}{suffix}")
