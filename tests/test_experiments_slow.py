@@ -1,5 +1,5 @@
-"""Smoke tests of the paper experiment files (slow): each runs end to end with tiny settings, one seed and two
-steps, then goes through scripts/collect_results.py and scripts/reproduction.py (and, for the language model,
+"""Smoke tests of the paper experiment files (slow): each runs end to end at its quick budget with tiny settings,
+one seed and two steps, then goes through scripts/collect_results.py and scripts/reproduction.py (and, for the language model,
 scripts/generate_texts.py). Tasks whose data are not installed are skipped."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ TINY = ["train.max_steps=2", "train.eval_every=1", "seeds=[0]", "train.epochs=no
 FEW = ["task.train_size=64", "task.val_size=16", "task.test_size=16"]
 # per file: the --set overrides that shrink its task
 SHRINK = {
-    "000-time-to-accuracy": ["task.max_len=64"],
+    "000-time-to-accuracy": ["task.length=64", "task.train_size=60", "task.val_size=12", "task.test_size=12",
+                             "task.vocab_size=500", "train.batch_size=8"],
     "001-kerformer-listops": FEW,
     "001-kerformer-fashion": FEW,
     "002-vision-fashion": FEW,
@@ -39,7 +40,7 @@ def _script(name: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SHRINK))
 def test_experiment_file_runs(name, tmp_path):
-    experiment = load_experiment(ROOT / "experiments" / f"{name}.toml", TINY + SHRINK[name])
+    experiment = load_experiment(ROOT / "experiments" / f"{name}.toml", TINY + SHRINK[name], budget="quick")
     try:
         task = make_task(experiment)
     except (FileNotFoundError, ImportError) as error:
