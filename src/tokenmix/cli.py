@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_parser(sub)
     _add_speed_parser(sub)
     _add_count_parser(sub)
+    _add_steptime_parser(sub)
     return parser
 
 
@@ -398,10 +399,103 @@ def cmd_count(args: argparse.Namespace) -> None:
         print(f"\nwrote {args.csv}")
 
 
+def _add_steptime_parser(sub: argparse._SubParsersAction) -> None:
+    st = sub.add_parser("steptime", formatter_class=_Formatter,
+                        help="controlled timing of one training step per mixer entry of an experiment (interleaved "
+                        "rounds, one process, fixed threads); --lengths: against sequence length, with log-log slopes")
+    st.add_argument("--config", help="experiment file (TOML, see experiments/); default: the embedded default")
+    st.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a setting of the file, dotted key and TOML value (repeatable)")
+    st.add_argument("--rounds", type=int, default=10, help="rounds; each times every label once")
+    st.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    st.add_argument("--min-run-time", type=float, default=0.2, help="seconds each measurement runs for at least")
+    st.add_argument("--labels", help="comma-separated labels (default: every entry, the baseline included)")
+    st.add_argument("--lengths", help="comma-separated lengths N: time synthetic inputs of N tokens (image tasks: N "
+                    "patches, squares only) instead of the experiment's batch")
+    st.add_argument("--batch", type=int, default=1, help="with --lengths: inputs per step")
+    st.add_argument("--no-memory", action="store_true", help="with --lengths: skip the peak memory of each (label, "
+                    "N), measured in a fresh process each")
+    st.add_argument("--rotate", action="store_true", help="start each round one label later (A B C, B C A, ...)")
+    st.add_argument("--max-seconds", type=float, help="time cap: start no round that would likely end past it")
+    st.add_argument("--out", help="CSV file (default: docs/reproduction/<name>-steptime.csv, with --lengths "
+                    "<name>-scaling.csv)")
+
+
+def cmd_steptime(args: argparse.Namespace) -> None:
+    """Time training steps (see :mod:`tokenmix.steptime`), write the CSV and print the summary tables."""
+    import os
+
+    from .compare import make_task
+    from .experiment import load_experiment
+    from .steptime import default_path, slopes, step_summary, time_scaling, time_training_steps, write_csv
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > args.threads + 0.5:
+        print(f"warning: 1-minute load average {load:.2f} > threads + 0.5 = {args.threads + 0.5}: other processes "
+              "share the cores: timings are unreliable", file=sys.stderr, flush=True)
+    labels = [label.strip() for label in args.labels.split(",") if label.strip()] if args.labels else None
+    common = dict(rounds=args.rounds, threads=args.threads, min_run_time=args.min_run_time, labels=labels,
+                  budget=args.max_seconds, rotate=args.rotate)
+    try:
+        experiment = load_experiment(args.config, args.overrides)
+        task = make_task(experiment)
+        if args.lengths:
+            lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
+            rows = time_scaling(experiment, lengths, batch=args.batch, memory=not args.no_memory, task=task, **common)
+        else:
+            rows = time_training_steps(experiment, task=task, **common)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"tokenmix steptime: {error}") from None
+    path = write_csv(rows, args.out or default_path(experiment, "scaling" if args.lengths else "experiment"))
+    summary = step_summary(rows)
+    print(f"\nwrote {path}: {len(rows)} rows, {max(int(r['round']) for r in rows)} rounds, {args.threads} thread(s)\n")
+    if args.lengths:
+        fitted = slopes(rows)
+        lengths = sorted({s["length"] for s in summary})
+        table = {(s["label"], s["length"]): s for s in summary}
+        body = []
+        for label in dict.fromkeys(s["label"] for s in summary):
+            cells = [f"{table[label, n]['median_s'] * 1e3:.2f}" + (f" / {table[label, n]['peak_mb']}"
+                     if table[label, n]["peak_mb"] != "" else "") for n in lengths]
+            fit = fitted.get(label)
+            body.append([label, *cells, f"{fit.median:.2f} [{fit.low:.2f}, {fit.high:.2f}]" if fit else "-"])
+        _print_table(["label", *(f"N={n} ms / MiB" for n in lengths), "slope [95%]"], body)
+        return
+    first = summary[0]["median_s"]
+    train_size = len(task.splits["train"])
+    body = []
+    for s in summary:
+        steps = train_size // s["batch"]
+        body.append([s["label"], str(s["length"]), str(s["batch"]), f"{s['median_s'] * 1e3:.2f}",
+                     f"[{s['low_s'] * 1e3:.2f}, {s['high_s'] * 1e3:.2f}]", f"{s['median_s'] / first:.2f}",
+                     str(steps), f"{steps * s['median_s']:.2f}"])
+    _print_table(["label", "length", "batch", "step ms", "95% interval", f"x {summary[0]['label']}",
+                  "steps/epoch", "s/epoch"], body)
+
+
+def _add_report_parser(sub: argparse._SubParsersAction) -> None:
+    rp = sub.add_parser("report", formatter_class=_Formatter,
+                        help="write the reproduction report: every experiment file with a [paper] table, its "
+                        "measured tables and a verdict on each of its [[claims]] from the collected CSVs")
+    rp.add_argument("--data", default="docs/reproduction", help="folder of the collected CSVs")
+    rp.add_argument("--out", default="docs/reproduction.md", help="the document to write")
+    rp.add_argument("--experiments", default="experiments", help="folder of the experiment files")
+    rp.add_argument("--no-plots", action="store_true", help="do not draw the metric-vs-time plots")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from .report.document import write_report
+
+    try:
+        write_report(args.data, args.out, args.experiments, plots=not args.no_plots)
+    except (ValueError, ModuleNotFoundError) as error:
+        raise SystemExit(f"tokenmix report: {error}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     commands = {"list": cmd_list, "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare,
-                "speed": cmd_speed, "count": cmd_count}
+                "speed": cmd_speed, "count": cmd_count, "steptime": cmd_steptime}
     commands[args.command](args)
     return 0
 
