@@ -1,4 +1,4 @@
-"""scripts/reproduction.py (docs/reproduction.md from the collected CSVs), scripts/collect_results.py: the exact
+"""scripts/reproduction.py (docs/reproduction.md through ``tokenmix report``), scripts/collect_results.py: the exact
 tests and Holm's correction against known values, verdicts on constructed data, the generated sections."""
 
 from __future__ import annotations
@@ -11,10 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tokenmix.compare import COLUMNS
-from tokenmix.experiment import load_experiment, to_toml
+pytest.importorskip("scipy")
+
+from tokenmix.compare import COLUMNS  # noqa: E402
+from tokenmix.experiment import load_experiment, to_toml  # noqa: E402
+from tokenmix.report import stats  # noqa: E402
+from tokenmix.report.claims import Claim  # noqa: E402
+from tokenmix.report.document import render  # noqa: E402
+from tokenmix.report.measures import Run, Values, last_window_loss, read_csv, training_cost  # noqa: E402
+from tokenmix.report.verdict import FAILS, HOLDS, OPEN, judge, smallest_p  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "experiments"
+HARNESS = ["experiment", "label", "kind", "length", "batch", "round", "step_s", "threads", "peak_mb"]
 
 
 def _script(name: str):
@@ -38,27 +47,47 @@ def _row(name: str, label: str, seed: int, metric: str = "accuracy", **values: f
     return row
 
 
-def _history(label: str, seed: int, losses: list[float], metric: float = 0.7) -> list[dict]:
+def _history(label: str, seed: int, losses: list[float], metric: float | list[float] = 0.7) -> list[dict]:
+    metrics = metric if isinstance(metric, list) else [metric] * len(losses)
     return [{"label": label, "seed": seed, "step": 10 * (i + 1), "epoch": 0.1 * (i + 1), "wall_s": 5.0 * (i + 1),
-             "train_loss": loss, "val_loss": loss, "val_metric": metric} for i, loss in enumerate(losses)]
+             "train_loss": loss, "val_loss": loss, "val_metric": m} for i, (loss, m) in enumerate(zip(losses, metrics))]
 
 
-def write_000(data: Path, relation_epoch: list[float], chance: float = 0.6) -> None:
-    """000 with 5 seeds: linear and softmax clearly slower than ``relation_epoch``; mlp at chance."""
+def write_harness(data: Path, name: str, steps: dict[str, list[float]], exponents: dict[str, float]) -> None:
+    """The step-time harness: per label one step time per round (kind "experiment"), and per label a scaling
+    sweep over N = 256-4,096 whose time grows as N ** exponent (a little noise per round)."""
+    rows = []
+    for label, times in steps.items():
+        rows += [{"experiment": name, "label": label, "kind": "experiment", "length": 64, "batch": 8, "round": r + 1,
+                  "step_s": t, "threads": 1, "peak_mb": ""} for r, t in enumerate(times)]
+    for label, exponent in exponents.items():
+        for r in range(10):
+            rows += [{"experiment": name, "label": label, "kind": "scaling", "length": n, "batch": 1, "round": r + 1,
+                      "step_s": 1e-6 * n ** exponent * (1 + 0.01 * ((r + n) % 3)), "threads": 1, "peak_mb": ""}
+                     for n in (256, 512, 1024, 2048, 4096)]
+    collect_results.write_csv(data / f"{name}-steptime.csv", HARNESS, rows)
+
+
+def write_000(data: Path, relation_steps: list[float], chance: float = 0.6) -> None:
+    """000 with 5 seeds: relation and linear reach the target (0.75, 10 in a row), softmax never; linear and
+    softmax clearly slower per step than ``relation_steps`` (10 rounds); mlp at chance; linear scaling for relation
+    and linear, quadratic for softmax."""
     name = "000-time-to-accuracy"
-    epochs = {"relation": relation_epoch, "linear": [2.0, 2.1, 2.2, 2.3, 2.4],
-              "softmax": [10.0, 11.0, 12.0, 13.0, 14.0], "mlp": [0.5] * 5}
     rows, history = [], []
-    for label, times in epochs.items():
-        for seed, t in enumerate(times):
-            reach = {"relation": 20.0 + seed, "linear": 30.0 + seed, "softmax": ""}.get(label, "")
+    for label in ("relation", "linear", "softmax", "mlp"):
+        for seed in range(5):
+            late = {"relation": 2 + seed, "linear": 4 + seed}.get(label)
+            metrics = [0.6] * 12 if late is None else [0.5] * late + [0.8] * 10
             value = chance + (0.001 * (seed - 2) if label == "mlp" else 0.1)
-            rows.append(_row(name, label, seed, value=value, time_per_epoch_s=t, time_to_target_s=reach))
-            history += _history(label, seed, [0.7, 0.6, 0.5])
+            rows.append(_row(name, label, seed, value=value))
+            history += _history(label, seed, [0.7] * len(metrics), metrics)
     collect_results.write_csv(data / f"{name}.csv", COLUMNS, rows)
     collect_results.write_csv(data / f"{name}-history.csv", collect_results.HISTORY_COLUMNS, history)
     collect_results.write_csv(data / f"{name}-chance.csv", collect_results.CHANCE_COLUMNS,
-           [{"majority_class": 0, "train_rate": chance, "test_rate": chance}])
+                              [{"majority_class": 0, "train_rate": chance, "test_rate": chance}])
+    steps = {"relation": relation_steps, "linear": [0.020 + 0.001 * r for r in range(10)],
+             "softmax": [0.100 + 0.001 * r for r in range(10)]}
+    write_harness(data, name, steps, {"relation": 1.0, "linear": 1.0, "softmax": 2.0})
 
 
 def write_004(data: Path) -> None:
@@ -68,7 +97,8 @@ def write_004(data: Path) -> None:
     rows, history = [], []
     for label, cost in costs.items():
         for seed in range(3):
-            rows.append(_row(name, label, seed, metric="perplexity", value=math.exp(cost), best_val=math.exp(cost)))
+            rows.append(_row(name, label, seed, metric="perplexity", value=math.exp(cost), best_val=math.exp(cost),
+                             steps=30))
             history += _history(label, seed, [9.0, cost + 0.01 * seed, cost - 1.0])
     collect_results.write_csv(data / f"{name}.csv", COLUMNS, rows)
     collect_results.write_csv(data / f"{name}-history.csv", collect_results.HISTORY_COLUMNS, history)
@@ -82,41 +112,54 @@ def section(text: str, start: str) -> str:
     raise AssertionError(f"no section {start!r}")
 
 
+def _line(part: str, start: str) -> str:
+    return next(x for x in part.splitlines() if x.startswith(start))
+
+
 # -- statistics --------------------------------------------------------------------------------------------
 def test_mann_whitney_exact_values():
-    assert rp.mann_whitney_p([4, 5, 6], [1, 2, 3]) == pytest.approx(0.05)  # 1 / C(6, 3)
-    assert rp.mann_whitney_p([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == pytest.approx(1 / 252)  # 1 / C(10, 5)
-    assert rp.mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(1.0)
+    assert stats.mann_whitney_greater([4, 5, 6], [1, 2, 3]) == pytest.approx(0.05)  # 1 / C(6, 3)
+    assert stats.mann_whitney_greater([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == pytest.approx(1 / 252)  # 1 / C(10, 5)
+    assert stats.mann_whitney_greater([1, 2, 3], [4, 5, 6]) == pytest.approx(1.0)
     # U(a > b) = 1 for a = {1, 2, 4}, b = {3, 5, 6}: P(U >= 1) = 19/20, and for b over a P(U >= 8) = 2/20
-    assert rp.mann_whitney_p([1, 2, 4], [3, 5, 6]) == pytest.approx(0.95)
-    assert rp.mann_whitney_p([3, 5, 6], [1, 2, 4]) == pytest.approx(0.10)
-    assert rp.mann_whitney_p([1.0, 1.0], [1.0, 1.0]) == pytest.approx(1.0)  # ties: no evidence either way
-    assert rp.mann_whitney_p([math.inf, math.inf], [1.0, 2.0]) == pytest.approx(1 / 6)  # never reached = last
+    assert stats.mann_whitney_greater([1, 2, 4], [3, 5, 6]) == pytest.approx(0.95)
+    assert stats.mann_whitney_greater([3, 5, 6], [1, 2, 4]) == pytest.approx(0.10)
+    assert stats.mann_whitney_greater([1.0, 1.0], [1.0, 1.0]) == pytest.approx(1.0)  # ties: no evidence either way
+    assert stats.mann_whitney_greater([math.inf, math.inf], [1.0, 2.0]) == pytest.approx(1 / 6)  # never reached
 
 
 def test_sign_test_and_smallest_p():
-    assert rp.sign_test_p(5, 5) == pytest.approx(1 / 32)
-    assert rp.sign_test_p(4, 5) == pytest.approx(6 / 32)
-    assert rp.sign_test_p(0, 5) == 1.0
-    assert rp.smallest_p([1.0] * 3, [1.0] * 3) == pytest.approx(0.05)
-    assert rp.smallest_p([1.0] * 5, 0.5) == pytest.approx(1 / 32)
+    assert stats.sign_test_greater(5, 5) == pytest.approx(1 / 32)
+    assert stats.sign_test_greater(4, 5) == pytest.approx(6 / 32)
+    assert stats.sign_test_greater(0, 5) == 1.0
+    three = Values("seed", (0, 1, 2), (1.0,) * 3)
+    assert smallest_p(three, three) == pytest.approx(0.05)
+    assert smallest_p(Values("seed", tuple(range(5)), (1.0,) * 5), 0.5) == pytest.approx(1 / 32)
 
 
 def test_holm():
-    assert rp.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert rp.holm([0.2]) == [0.2]
-    assert rp.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
-    assert rp.holm([0.3, 0.2, 0.01]) == pytest.approx([0.4, 0.4, 0.03])  # monotone: 0.3 x 1 < 0.2 x 2
-    assert rp.holm([0.9, 0.8, 0.7]) == [1.0, 1.0, 1.0]  # capped at 1
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.2]) == [0.2]
+    assert stats.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert stats.holm([0.3, 0.2, 0.01]) == pytest.approx([0.4, 0.4, 0.03])  # monotone: 0.3 x 1 < 0.2 x 2
+    assert stats.holm([0.9, 0.8, 0.7]) == [1.0, 1.0, 1.0]  # capped at 1
 
 
 # -- verdicts ----------------------------------------------------------------------------------------------
+def _seeds(values: list[float]) -> Values:
+    return Values("seed", tuple(range(len(values))), tuple(values))
+
+
 def _judge(claims: list, data: dict[str, list[float] | float]) -> list:
-    return rp.judge(claims, lambda c: (data[c.a], data[c.b] if c.b else data["chance"], ""))
+    def sample(key: str):
+        value = data[key]
+        return value if isinstance(value, float) else _seeds(value)
+    return judge(claims, lambda c: (sample(c.a), sample(c.b if isinstance(c.b, str) and c.b != "chance" else
+                                                        "chance"), ""))
 
 
-def _claim(relation: str, factor: float = 1.0, margin: float = 0.0, b: str | None = "b"):
-    return rp.Claim("a vs b", "p", "a", b, "value", relation, factor, margin)
+def _claim(relation: str, factor: float = 1.0, margin: float = 0.0, b: str = "b", a: str = "a"):
+    return Claim("a vs b", "p", a, b, "value", relation, factor, margin)
 
 
 LOW, HIGH = [1.0, 1.1, 1.2, 1.3, 1.4], [2.0, 2.1, 2.2, 2.3, 2.4]
@@ -126,73 +169,78 @@ def test_clear_win_holds_clear_loss_does_not_overlap_is_inconclusive():
     win, loss, overlap = _judge([_claim("less")], {"a": LOW, "b": HIGH}), \
         _judge([_claim("less")], {"a": HIGH, "b": LOW}), \
         _judge([_claim("less")], {"a": [1.0, 2.0, 3.0, 4.0, 5.0], "b": [1.5, 2.5, 3.5, 4.5, 5.5]})
-    assert win[0].verdict == rp.HOLDS and win[0].p_for == pytest.approx(1 / 252)
-    assert loss[0].verdict == rp.FAILS and loss[0].p_against == pytest.approx(1 / 252)
-    assert overlap[0].verdict == rp.OPEN and "Holm-adjusted p" in overlap[0].reason
+    assert win[0].verdict == HOLDS and win[0].p_for == pytest.approx(1 / 252)
+    assert loss[0].verdict == FAILS and loss[0].p_against == pytest.approx(1 / 252)
+    assert overlap[0].verdict == OPEN and "Holm-adjusted p" in overlap[0].reason
 
 
 def test_factor_scales_the_reference():
     # 1.0-1.4 s is below ½ x 11-11.4 s; it is below 1.5-1.9 s, but not below half of it
-    assert _judge([_claim("less", 0.5)], {"a": LOW, "b": [10.0 + v for v in LOW]})[0].verdict == rp.HOLDS
+    assert _judge([_claim("less", 0.5)], {"a": LOW, "b": [10.0 + v for v in LOW]})[0].verdict == HOLDS
     near = {"a": LOW, "b": [1.5, 1.6, 1.7, 1.8, 1.9]}
-    assert _judge([_claim("less")], near)[0].verdict == rp.HOLDS
-    assert _judge([_claim("less", 0.5)], near)[0].verdict == rp.FAILS
+    assert _judge([_claim("less")], near)[0].verdict == HOLDS
+    assert _judge([_claim("less", 0.5)], near)[0].verdict == FAILS
 
 
 def test_three_seeds_and_holm_make_it_inconclusive():
     claims = [_claim("less"), _claim("greater")]
     outcomes = _judge(claims, {"a": [1.0, 1.1, 1.2], "b": [2.0, 2.1, 2.2]})
     assert outcomes[0].p_for == pytest.approx(0.05) and outcomes[0].adjusted == pytest.approx(0.1)
-    assert [o.verdict for o in outcomes] == [rp.OPEN, rp.OPEN]
+    assert [o.verdict for o in outcomes] == [OPEN, OPEN]
     assert "n = 3 vs 3 seeds: the smallest attainable p is 0.05" in outcomes[0].reason
 
 
 def test_holm_across_claims_of_one_experiment():
     # raw p = 7/252 = 0.028: significant alone; after three clear wins (1/252) Holm's last step compares it
     # with 0.05 itself (holds); four such claims need 4 x 7/252 = 0.11 (inconclusive)
-    data = {"weak": [1.0, 1.1, 1.2, 1.3, 2.25], "strong": LOW, "b": HIGH}
-    claims = [rp.Claim(a, "p", a, "b", "value", "less") for a in ("strong", "strong", "strong", "weak")]
+    data = {"weak": _seeds([1.0, 1.1, 1.2, 1.3, 2.25]), "strong": _seeds(LOW), "b": _seeds(HIGH)}
+    claims = [Claim(a, "p", a, "b", "value", "less") for a in ("strong", "strong", "strong", "weak")]
     samples = lambda c: (data[c.a], data[c.b], "")  # noqa: E731
-    assert rp.judge([claims[3]], samples)[0].p_for == pytest.approx(7 / 252)
-    outcomes = rp.judge(claims, samples)
-    assert [o.verdict for o in outcomes] == [rp.HOLDS] * 4
+    assert judge([claims[3]], samples)[0].p_for == pytest.approx(7 / 252)
+    outcomes = judge(claims, samples)
+    assert [o.verdict for o in outcomes] == [HOLDS] * 4
     assert [o.adjusted for o in outcomes] == pytest.approx([4 / 252] * 3 + [7 / 252])
-    outcomes = rp.judge([claims[3]] * 4, samples)
-    assert [o.verdict for o in outcomes] == [rp.OPEN] * 4
+    outcomes = judge([claims[3]] * 4, samples)
+    assert [o.verdict for o in outcomes] == [OPEN] * 4
     assert outcomes[0].adjusted == pytest.approx(28 / 252)
 
 
 def test_approx_claims_by_two_one_sided_tests():
     same = {"a": [1.00, 1.01, 0.99, 1.02, 0.98], "b": [1.0, 1.01, 0.99, 1.0, 1.02]}
     apart = {"a": LOW, "b": HIGH}
-    assert _judge([_claim("approx", margin=0.05)], same)[0].verdict == rp.HOLDS
+    assert _judge([_claim("approx", margin=0.05)], same)[0].verdict == HOLDS
     outcome = _judge([_claim("approx", margin=0.05)], apart)[0]
-    assert outcome.verdict == rp.FAILS and outcome.p_against == pytest.approx(1 / 252)
+    assert outcome.verdict == FAILS and outcome.p_against == pytest.approx(1 / 252)
     wide = {"a": [1.0, 1.3, 0.7, 1.2, 0.8], "b": [1.0, 1.25, 0.75, 1.1, 0.9]}
-    assert _judge([_claim("approx", margin=0.05)], wide)[0].verdict == rp.OPEN
+    assert _judge([_claim("approx", margin=0.05)], wide)[0].verdict == OPEN
 
 
 def test_approx_against_a_constant_uses_the_sign_test():
-    near = _judge([_claim("approx", margin=0.05, b=None)], {"a": [0.6, 0.601, 0.599, 0.6, 0.602], "chance": 0.6})
-    assert near[0].verdict == rp.HOLDS and near[0].p_for == pytest.approx(1 / 32)
-    above = _judge([_claim("approx", margin=0.05, b=None)], {"a": [0.8, 0.81, 0.82, 0.83, 0.84], "chance": 0.6})
-    assert above[0].verdict == rp.FAILS
+    near = _judge([_claim("approx", margin=0.05, b="chance")], {"a": [0.6, 0.601, 0.599, 0.6, 0.602], "chance": 0.6})
+    assert near[0].verdict == HOLDS and near[0].p_for == pytest.approx(1 / 32)
+    above = _judge([_claim("approx", margin=0.05, b="chance")], {"a": [0.8, 0.81, 0.82, 0.83, 0.84], "chance": 0.6})
+    assert above[0].verdict == FAILS
 
 
 def test_training_cost_is_the_median_of_the_last_three_windows():
-    run = rp.Run("x", 0, {}, [{"train_loss": str(v)} for v in (9.0, 5.0, 4.0, 4.5)])
-    assert rp.training_cost(run) == pytest.approx(4.5)
-    assert rp.last_window_loss(run) == pytest.approx(4.5)
-    assert rp.training_cost(rp.Run("x", 0, {}, [])) is None
+    run = Run("x", 0, {}, [{"train_loss": str(v)} for v in (9.0, 5.0, 4.0, 4.5)])
+    assert training_cost(run) == pytest.approx(4.5)
+    assert last_window_loss(run) == pytest.approx(4.5)
+    assert training_cost(Run("x", 0, {}, [])) is None
+    # the results' own column (median of the per-batch losses over the last cost_batches batches) comes first
+    assert training_cost(Run("x", 0, {"train_cost": "3.25", "cost_batches": "2000"}, run.history)) == 3.25
 
 
 # -- the document ------------------------------------------------------------------------------------------
+NAMES = ("004-extractors-lm", "000-time-to-accuracy", "001-kerformer-listops", "001-kerformer-fashion",
+         "002-vision-fashion", "003-contextualizer-reviews")
+
+
 def test_no_data_every_experiment_not_run_yet(tmp_path):
     out = tmp_path / "reproduction.md"
     assert rp.main([str(tmp_path / "data"), "--out", str(out), "--no-plots"]) == 0
     text = out.read_text()
-    for name in ("004-extractors-lm", "000-time-to-accuracy", "001-kerformer-listops", "001-kerformer-fashion",
-                 "002-vision-fashion", "003-contextualizer-reviews"):
+    for name in NAMES:
         assert f"`tokenmix compare --config experiments/{name}.toml`" in text
         assert f"| `{name}` | all | not run yet |" in text
     body = text.split("## How the verdicts are computed")[1].split("\n## ", 1)[1]
@@ -203,15 +251,19 @@ def test_no_data_every_experiment_not_run_yet(tmp_path):
 def test_000_clear_win_holds_with_table_and_plot(tmp_path):
     data, out = tmp_path / "data", tmp_path / "doc" / "reproduction.md"
     data.mkdir()
-    write_000(data, relation_epoch=[1.0, 1.1, 1.2, 1.3, 1.4])
+    write_000(data, relation_steps=[0.010 + 0.001 * r for r in range(10)])
     rp.main([str(data), "--out", str(out)])
     part = section(out.read_text(), "Yamada et al. (2022)")
-    assert "| label | mixer | seeds | params | test accuracy | best val accuracy | s / epoch | time to 0.75 (s) |" \
-        in part
-    assert "| relation | relation | 5 | 1,000 | 0.7 ± 0 | 0.7 ± 0 | 1.2 ± 0.1581 | 22 ± 1.581 | 50 ± 0 |" in part
-    assert "not reached" in part  # softmax never reached the target
+    assert ("| label | mixer | seeds | params | plateaued | test accuracy | best val accuracy | steps to 0.75 (10 in a "
+            "row) | time to 0.75 (s, harness) | s / epoch in training (not tested) | step (ms, harness) | s / epoch "
+            "(harness) | peak MiB |") in part
+    # 100 steps per epoch (the history's step / epoch); streaks complete at steps 120-160; median step 14.5 ms
+    assert "| relation | relation | 5 | 1,000 | 5/5 | 0.7 ± 0 | 0.7 ± 0 | 140 ± 16 | 2.0 ± 0.2 | 1 ± 0 | 14 ± 3 " \
+           "| 1.5 ± 0.3 | 50 ± 0 |" in part
+    assert "| softmax | softmax | 5 | 1,000 | 5/5 | 0.7 ± 0 | 0.7 ± 0 | not reached | not reached |" in part
     assert "Majority-class rate (test share of the train split's majority class): 0.6." in part
-    assert part.count("| **holds** |") == 4
+    claims = len(load_experiment(EXPERIMENTS / "000-time-to-accuracy.toml").claims)
+    assert part.count("| **holds** |") == claims == 7  # the 4 claims of the paper and the 3 added slopes
     assert (data / "img" / "000-time-to-accuracy-metric_vs_time.png").stat().st_size > 0
     assert "](../data/img/000-time-to-accuracy-metric_vs_time.png)" in part
     assert "**Not run yet.**" in section(out.read_text(), "Chen (2023)")
@@ -220,15 +272,15 @@ def test_000_clear_win_holds_with_table_and_plot(tmp_path):
 def test_000_clear_loss_does_not_hold_and_overlap_is_inconclusive(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    write_000(data, relation_epoch=[3.0, 3.1, 3.2, 3.3, 3.4])  # slower than linear's 2.0-2.4
-    part = section(rp.render(data, tmp_path / "r.md", plots=False), "Yamada et al. (2022)")
+    write_000(data, relation_steps=[0.030 + 0.001 * r for r in range(10)])  # slower than linear's 20-29 ms
+    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
     assert "| Relation's time per epoch is below linear attention's |" in part
-    line = next(x for x in part.splitlines() if x.startswith("| Relation's time per epoch is below linear"))
-    assert line.endswith("| **does not hold** |")
-    write_000(data, relation_epoch=[1.9, 2.05, 2.15, 2.25, 2.5])  # interleaved with linear's
-    part = section(rp.render(data, tmp_path / "r.md", plots=False), "Yamada et al. (2022)")
-    line = next(x for x in part.splitlines() if x.startswith("| Relation's time per epoch is below linear"))
-    assert "**inconclusive at this scale**: n = 5 vs 5 seeds: Holm-adjusted p" in line
+    assert _line(part, "| Relation's time per epoch is below linear").endswith("| **does not hold** |")
+    # interleaved with linear's: above it in even rounds, below in odd ones
+    write_000(data, relation_steps=[0.020 + 0.001 * r + (0.0015 if r % 2 else -0.0015) for r in range(10)])
+    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
+    line = _line(part, "| Relation's time per epoch is below linear")
+    assert "**inconclusive at this scale**: n = 10 paired rounds: Holm-adjusted p" in line
 
 
 def test_004_training_cost_three_seeds_generations(tmp_path):
@@ -236,10 +288,10 @@ def test_004_training_cost_three_seeds_generations(tmp_path):
     data.mkdir()
     write_004(data)
     (data / "004-generations.txt").write_text("SHE: Once upon a time there was a little princess who sang\n")
-    part = section(rp.render(data, tmp_path / "r.md", plots=False), "Chen (2023)")
+    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Chen (2023)")
     assert "training cost (median of the last 3 windows)" in part and "last window's training loss" in part
-    assert "With 300 steps in all, those windows span the whole run" in part  # read from the experiment file
-    assert "| SHE | SHE | 3 | 1,000 | 54.6 ± 0 | 54.6 ± 0 | 4.01 ± 0.01 | 3 ± 0 |" in part
+    assert "With 30 steps in all, those windows span the whole run" in part  # read from the data
+    assert "| SHE | SHE | 3 | 1,000 | 3/3 | 54.6 ± 0 | 54.6 ± 0 | 4.01 ± 0.01 | 3 ± 0 |" in part
     assert part.count("n = 3 vs 3 seeds: the smallest attainable p is 0.05, × 6 claims (Holm) = 0.3") == 6
     assert "```text\nSHE: Once upon a time there was a little princess who sang\n```" in part
 
@@ -248,9 +300,9 @@ def test_missing_label_is_not_measured(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     write_004(data)
-    rows = [r for r in rp.read_csv(data / "004-extractors-lm.csv") if r["label"] != "ME"]
+    rows = [r for r in read_csv(data / "004-extractors-lm.csv") if r["label"] != "ME"]
     collect_results.write_csv(data / "004-extractors-lm.csv", COLUMNS, rows)
-    part = section(rp.render(data, tmp_path / "r.md", plots=False), "Chen (2023)")
+    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Chen (2023)")
     assert "**not measured**: no data for ME" in part
 
 
@@ -266,7 +318,7 @@ def test_speed_table(tmp_path):
             base | {"mixer": "softmax", "length": 4096, "status": "oom"},
             base | {"mixer": "kerformer", "length": 4096, "time_ms": 8.0, "peak_mem_mb": 4.0, "status": "ok"}]
     collect_results.write_csv(data / "001-speed.csv", SPEED_COLUMNS, rows)
-    text = rp.render(data, tmp_path / "r.md", plots=False)
+    text = render(data, tmp_path / "r.md", EXPERIMENTS, plots=False)
     part = section(text, "Gan et al. (2023)")
     assert "| softmax | 5 ms, 8 MiB | oom |" in part
     assert "| **fastest** | kerformer | kerformer |" in part
@@ -290,10 +342,10 @@ def test_collect_results_copies_only_csvs(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(f"{experiment.name}{s}.csv"
                                                            for s in ("", "-history", "-chance"))
     assert [p.parent for p in written] == [out] * 3
-    assert rp.read_csv(out / f"{experiment.name}-history.csv") == [
+    assert read_csv(out / f"{experiment.name}-history.csv") == [
         {"label": "kerformer", "seed": "0", "step": "5", "epoch": "0.5", "wall_s": "1.234568", "train_loss": "2.0",
          "val_loss": "1.9", "val_metric": "0.3"}]
-    chance = rp.read_csv(out / f"{experiment.name}-chance.csv")[0]
+    chance = read_csv(out / f"{experiment.name}-chance.csv")[0]
     assert 0 < float(chance["test_rate"]) <= 1 and 0 < float(chance["train_rate"]) <= 1
 
 

@@ -44,7 +44,7 @@ from .tasks import Task, create_task, task_info
 from .train import train
 from .validate import is_positive_int
 
-__all__ = ["compare", "plan", "PlannedRun", "COLUMNS", "write_report", "build_model"]
+__all__ = ["compare", "plan", "PlannedRun", "COLUMNS", "write_report", "build_model", "plot_histories"]
 
 COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
            "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb"]
@@ -197,7 +197,7 @@ class _Progress:
 
 
 # Keys a finished run does not depend on: changing them (more seeds, another report) keeps the sweep's runs.
-_RUN_INDEPENDENT_KEYS = ("name", "description", "seeds", "report")
+_RUN_INDEPENDENT_KEYS = ("name", "description", "seeds", "report", "claims", "paper")
 
 
 def _check_out_dir(out: Path, experiment: Experiment) -> None:
@@ -380,7 +380,10 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(head + lines)
+    from .report.power import attainable_lines  # per claim: the smallest Holm-adjusted p the plan can reach
+
+    claims = attainable_lines(experiment)
+    return "\n".join(head + lines + ([""] + claims if claims else []))
 
 
 # -- report -------------------------------------------------------------------------------------------------
@@ -434,7 +437,7 @@ def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experi
                 else f" | not reached (0/{s['runs']})"
         lines.append(f"| {rank} | {s['label']} | {s['mixer']} | {s['mean']:.4f} ± {s['sd']:.4f} | {s['runs']} | "
                      f"{s['epoch_s']:.2f} | {s['params']:,} | {s['peak_mb']:.1f}{cell} |")
-    notes = _plot(histories, summary, metric, out, experiment.report.get("plots", []))
+    notes = plot_histories(histories, summary, metric, out, experiment.report.get("plots", []))
     if notes:
         lines += [""] + notes
     (out / "report.md").write_text("\n".join(lines) + "\n")
@@ -443,7 +446,12 @@ def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experi
     return notes
 
 
-def _plot(histories: dict, summary: list[dict[str, Any]], metric: str, out: Path, plots: list[str]) -> list[str]:
+def plot_histories(histories: dict, summary: list[dict[str, Any]], metric: str, out: Path,
+                   plots: list[str]) -> list[str]:
+    """Draw ``plots`` into ``out``: ``metric_vs_time.png`` (each run's validation metric against its training wall
+    time; ``histories`` maps (label, seed) to records with ``wall_s`` and ``val_metric``) and
+    ``metric_vs_epoch_time.png`` (each ``summary`` row's mean metric against its time per epoch). Returns notes
+    (a plot skipped because matplotlib is missing), empty when drawn."""
     if not plots:
         return []
     try:

@@ -34,6 +34,9 @@
     options = { bias = false }    # mechanism options, every layer
     model = { heads = 32 }        # [model] settings for this entry only
 
+    [paper]                   # optional: the paper this reproduces, for `tokenmix report`
+    [[claims]]                # optional: the claims `tokenmix report` judges (tokenmix.report.claims)
+
 :func:`load_experiment` reads a file (or the embedded default), applies ``--set key=value`` overrides
 (dotted keys, TOML values: ``train.lr=1e-3``, ``model.dim=64``, ``seeds=[0,1,2]``), and checks every key
 and value: an unknown key, a wrong type, or a mixer that cannot run the task raises ``ValueError`` naming
@@ -62,7 +65,7 @@ __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budg
 
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
 PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
-_TOP = {"name", "description", "seeds", "task", "model", "train", "report", "mixers", "budgets"}
+_TOP = {"name", "description", "seeds", "task", "model", "train", "report", "mixers", "budgets", "claims", "paper"}
 _MODEL_KEYS = {"protocol", "dim", "depth", "heads", "init_std"}  # everything else goes to the model class
 _REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline"}
 _ENTRY_KEYS = {"label", "name", "pattern", "options", "model"}
@@ -136,6 +139,8 @@ class Experiment:
     train: dict[str, Any]
     report: dict[str, Any]
     mixers: list[MixerEntry]
+    claims: list[dict[str, Any]] = field(default_factory=list)  # [[claims]], as written (tokenmix.report)
+    paper: dict[str, Any] = field(default_factory=dict)  # [paper], as written
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -168,7 +173,15 @@ class Experiment:
         description = data.get("description", "")
         if not isinstance(description, str):
             _fail(f"description must be a string, got {description!r}")
-        return cls(name, description, list(seeds), task, model, train, report, entries)
+        from .report.claims import parse_claims, parse_paper
+
+        claims, paper = data.get("claims", []), data.get("paper", {})
+        try:
+            parse_claims(claims)
+            parse_paper(paper)
+        except ValueError as error:
+            _fail(str(error))
+        return cls(name, description, list(seeds), task, model, train, report, entries, list(claims), dict(paper))
 
     def to_dict(self) -> dict[str, Any]:
         entries = []
@@ -180,9 +193,12 @@ class Experiment:
             if e.model:
                 entry["model"] = dict(e.model)
             entries.append(entry)
+        extra = {"paper": dict(self.paper)} if self.paper else {}
+        if self.claims:
+            extra["claims"] = [dict(c) for c in self.claims]
         return {"name": self.name, "description": self.description, "seeds": list(self.seeds),
                 "task": dict(self.task), "model": dict(self.model), "train": dict(self.train),
-                "report": dict(self.report), "mixers": entries}
+                "report": dict(self.report), "mixers": entries, **extra}
 
     # -- what runs ---------------------------------------------------------------------------------------
     def entries_with_baseline(self, task_kind: str) -> list[MixerEntry]:

@@ -1,0 +1,209 @@
+"""Claims and paper texts as data: an experiment file's ``[[claims]]`` array and its ``[paper]`` table.
+
+::
+
+    [paper]
+    key = "001"                  # studies of one paper share it
+    heading = "Gan et al. (2023): Kerformer (001)"   # once per key, with `claim`
+    claim = "Gan et al. (2023) report that ..."      # the paper's claim, with its own numbers
+    title = "ListOps"            # this experiment's section title
+    data = "ListOps generated with the LRA rules ..."  # what stands in for the paper's data
+    scale = "LRA ListOps: 500-2,000 tokens ..."        # the paper's scale
+
+    [[claims]]
+    text = "Kerformer is more accurate than Performer"    # in words
+    paper = "Table 5 (ListOps), Table 6"                  # where the paper says so, with its numbers
+    a = "kerformer"                                      # a label
+    b = "performer"            # a label, "chance" (the majority-class rate), or a number
+    measure = "value"          # see MEASURES
+    kind = "greater"           # greater | less | approx
+    factor = 1.0               # a > factor * b; "far below" 0.5, "competitive" 0.9 (direction claims)
+    margin = 0.05              # approx: a within ±margin * b
+    equivalence = 0.02         # direction claims: the labels' equivalence margin r, fixed before the data
+    equivalence_reason = "..." # why r (the paper's numbers); required with equivalence
+    length = "largest"         # step_time_s: the harness's synthetic length (an int, or "largest")
+    lengths = [256, 4096]      # time_slope / memory_slope: the lengths fitted (default: all)
+    added = true               # a claim added here, not one the paper makes in these words
+
+:func:`parse_claims` and :func:`parse_paper` check every key and value (``ValueError`` naming the claim).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Claim", "PaperText", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
+           "HARNESS_MEASURES", "KINDS", "check_labels"]
+
+KINDS = ("greater", "less", "approx")
+SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s")
+HARNESS_MEASURES = ("step_time_s", "time_per_epoch_s", "time_slope", "memory_slope")
+MEASURES = SEED_MEASURES + HARNESS_MEASURES
+SLOPES = ("time_slope", "memory_slope")
+_CLAIM_KEYS = {"text", "paper", "a", "b", "measure", "kind", "factor", "margin", "equivalence",
+               "equivalence_reason", "length", "lengths", "added"}
+_PAPER_KEYS = {"key", "heading", "claim", "title", "data", "scale"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim about one measure: ``a > factor * b`` ("greater"), ``a < factor * b`` ("less"), or ``a``
+    within ``±margin * b`` of ``b`` ("approx"); ``b`` is a label, ``"chance"`` or a constant."""
+
+    text: str
+    paper: str
+    a: str
+    b: str | float
+    measure: str
+    kind: str
+    factor: float = 1.0
+    margin: float = 0.0
+    equivalence: float | None = None
+    equivalence_reason: str = ""
+    length: int | str | None = None
+    lengths: tuple[int, int] | None = None
+    added: bool = False
+
+    @property
+    def against_constant(self) -> bool:
+        return not isinstance(self.b, str) or self.b == "chance"
+
+    @property
+    def b_label(self) -> str | None:
+        return None if self.against_constant else str(self.b)
+
+    @property
+    def harness(self) -> bool:
+        return self.measure in HARNESS_MEASURES
+
+
+@dataclass(frozen=True)
+class PaperText:
+    """An experiment's ``[paper]`` table: the paper it reproduces (``key``; ``heading`` and ``claim`` on one
+    file per key) and this experiment's title, data and the paper's scale."""
+
+    key: str
+    title: str
+    data: str
+    scale: str
+    heading: str | None = None
+    claim: str | None = None
+
+
+def _fail(where: str, message: str) -> None:
+    raise ValueError(f"{where}: {message}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _text(item: dict[str, Any], key: str, where: str, required: bool = True) -> str:
+    value = item.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        _fail(where, f"'{key}' must be a non-empty string, got {value!r}")
+    return value
+
+
+def parse_claim(item: Any, where: str = "claims[0]") -> Claim:
+    """One ``[[claims]]`` table as a :class:`Claim` (``ValueError`` naming ``where`` and the key)."""
+    if not isinstance(item, dict):
+        _fail(where, f"must be a table, got {type(item).__name__}")
+    unknown = sorted(set(item) - _CLAIM_KEYS)
+    if unknown:
+        _fail(where, f"unknown key(s) {unknown}; known: {', '.join(sorted(_CLAIM_KEYS))}")
+    text = _text(item, "text", where)
+    where = f"{where} ({text!r})"
+    paper, a = _text(item, "paper", where), _text(item, "a", where)
+    b = item.get("b")
+    if not (isinstance(b, str) and b.strip()) and not _number(b):
+        _fail(where, f"'b' must be a label, \"chance\" or a number, got {b!r}")
+    measure = item.get("measure")
+    if measure not in MEASURES:
+        _fail(where, f"'measure' must be one of {', '.join(MEASURES)}, got {measure!r}")
+    kind = item.get("kind")
+    if kind not in KINDS:
+        _fail(where, f"'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+    factor = item.get("factor", 1.0)
+    if not _number(factor) or factor <= 0:
+        _fail(where, f"'factor' must be a positive number, got {factor!r}")
+    margin = item.get("margin")
+    if kind == "approx":
+        if not _number(margin) or not 0 < margin < 1:
+            _fail(where, f"an approx claim needs 'margin' in (0, 1), got {margin!r}")
+        if factor != 1:
+            _fail(where, "'factor' is for direction claims; an approx claim has 'margin'")
+    elif margin is not None:
+        _fail(where, f"'margin' is for approx claims; a {kind!r} claim may have 'equivalence'")
+    equivalence = item.get("equivalence")
+    if equivalence is not None:
+        if kind == "approx":
+            _fail(where, "'equivalence' is for direction claims (an approx claim's band is its 'margin')")
+        if not _number(equivalence) or not 0 < equivalence < 1:
+            _fail(where, f"'equivalence' must be in (0, 1), got {equivalence!r}")
+        if not isinstance(item.get("equivalence_reason"), str) or not item["equivalence_reason"].strip():
+            _fail(where, "'equivalence' needs 'equivalence_reason' (why this margin, with the paper's numbers)")
+    elif "equivalence_reason" in item:
+        _fail(where, "'equivalence_reason' without 'equivalence'")
+    if measure in SLOPES and not _number(b):
+        _fail(where, f"a {measure} claim compares the slope with a number: 'b' must be one, got {b!r}")
+    if b == "chance" and measure in HARNESS_MEASURES:
+        _fail(where, f"'chance' is a rate of the test split; it cannot be compared with {measure}")
+    length = item.get("length")
+    if length is not None and (measure != "step_time_s" or not (
+            length == "largest" or (isinstance(length, int) and not isinstance(length, bool) and length > 0))):
+        _fail(where, f"'length' (an int > 0 or \"largest\") is for step_time_s claims only, got {length!r}")
+    lengths = item.get("lengths")
+    if lengths is not None and (measure not in SLOPES or not isinstance(lengths, list) or len(lengths) != 2
+                                or not all(isinstance(n, int) and n > 0 for n in lengths) or lengths[0] >= lengths[1]):
+        _fail(where, f"'lengths' ([smallest, largest] ints) is for slope claims only, got {lengths!r}")
+    added = item.get("added", False)
+    if not isinstance(added, bool):
+        _fail(where, f"'added' must be true or false, got {added!r}")
+    return Claim(text, paper, a, float(b) if _number(b) else b, measure, kind, float(factor),
+                 float(margin or 0.0), None if equivalence is None else float(equivalence),
+                 item.get("equivalence_reason", ""), length, None if lengths is None else (lengths[0], lengths[1]),
+                 added)
+
+
+def parse_claims(items: Any) -> list[Claim]:
+    """An experiment's ``claims`` array (a list of tables) as :class:`Claim` objects; texts must be unique."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ValueError(f"claims must be an array of tables ([[claims]]), got {type(items).__name__}")
+    claims = [parse_claim(item, f"claims[{i}]") for i, item in enumerate(items)]
+    texts = [c.text for c in claims]
+    repeated = sorted({t for t in texts if texts.count(t) > 1})
+    if repeated:
+        raise ValueError(f"claims: each text must be unique; repeated: {repeated}")
+    return claims
+
+
+def check_labels(claims: list[Claim], labels: list[str]) -> None:
+    """Every label a claim names is one of ``labels`` (the experiment's, with its baseline)."""
+    for claim in claims:
+        for label in (claim.a, claim.b_label):
+            if label is not None and label not in labels:
+                raise ValueError(f"claim {claim.text!r}: no label {label!r} in the experiment; labels: "
+                                 f"{', '.join(labels)}")
+
+
+def parse_paper(table: Any) -> PaperText | None:
+    """An experiment's ``[paper]`` table (None when there is none)."""
+    if table is None or table == {}:
+        return None
+    if not isinstance(table, dict):
+        raise ValueError(f"[paper] must be a table, got {type(table).__name__}")
+    unknown = sorted(set(table) - _PAPER_KEYS)
+    if unknown:
+        raise ValueError(f"[paper]: unknown key(s) {unknown}; known: {', '.join(sorted(_PAPER_KEYS))}")
+    texts = {key: _text(table, key, "[paper]") for key in ("key", "title", "data", "scale")}
+    heading, claim = _text(table, "heading", "[paper]", False), _text(table, "claim", "[paper]", False)
+    if bool(heading) != bool(claim):
+        raise ValueError("[paper]: 'heading' and 'claim' go together (on one experiment file per paper key)")
+    return PaperText(**texts, heading=heading or None, claim=claim or None)

@@ -1,0 +1,281 @@
+"""The data of one experiment (``docs/reproduction/<name>*.csv``) and the measures its claims compare.
+
+Files, per experiment ``<name>`` (``scripts/collect_results.py`` writes the first three):
+
+* ``<name>.csv``: ``tokenmix compare``'s ``results.csv``, one row per run (seed);
+* ``<name>-history.csv``: every run's evaluations (label, seed, step, epoch, wall_s, train_loss, val_loss,
+  val_metric);
+* ``<name>-chance.csv``: the test split's rate of the train split's majority class;
+* ``<name>-steptime.csv``: the controlled step-time harness (``tokenmix steptime --config
+  experiments/<name>.toml``), columns ``experiment, label, kind, length, batch, round, step_s, threads``
+  (and ``peak_mb``): kind "experiment" is one training step at the experiment's shapes, kind "scaling" the
+  same at the synthetic length ``length`` (these may also be in ``<name>-scaling.csv``, which
+  ``tokenmix steptime --lengths`` writes; both files are read).
+
+Per-seed measures come from the runs; time measures from the harness only (never from training wall time,
+which depends on what else the machine ran): ``step_time_s`` and ``time_per_epoch_s`` (steps per epoch x
+step time) per round, ``time_to_target_s`` per seed (the step at which the target's streak completes x the
+label's median harness step time; never reached: ``inf``), ``time_slope`` / ``memory_slope`` per round (the
+least-squares slope of log step time / log peak memory against log length over the "scaling" rows).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .claims import Claim
+
+__all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "training_cost", "last_window_loss",
+           "cost_source", "steps_to_target", "steps_per_epoch", "COST_WINDOWS", "STEPTIME_COMMAND"]
+
+COST_WINDOWS = 3  # the fallback training cost: median of the mean training loss of the last 3 evaluation windows
+STEPTIME_COMMAND = "tokenmix steptime --config experiments/{name}.toml"
+_MEMORY_COLUMNS = ("peak_mb", "peak_mem_mb")
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@dataclass
+class Run:
+    """One run: its results.csv row and its evaluations (oldest first)."""
+
+    label: str
+    seed: int
+    row: dict[str, str]
+    history: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Values:
+    """One label's values of a measure: per seed (``unit`` "seed", independent runs) or per harness round
+    ("round", paired with another label's same round); ``keys`` are the seeds or rounds."""
+
+    unit: str
+    keys: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def scaled(self, factor: float) -> "Values":
+        return Values(self.unit, self.keys, tuple(v * factor for v in self.values))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def training_cost(run: Run) -> float | None:
+    """Chen (2023) Fig. 8's training cost: the results' ``train_cost`` column (median of the per-batch losses
+    over the last ``cost_batches`` batches) when the run has it, else the median of the last
+    :data:`COST_WINDOWS` evaluation windows' mean training loss."""
+    if run.row.get("train_cost", "") != "":
+        return float(run.row["train_cost"])
+    losses = [float(h["train_loss"]) for h in run.history[-COST_WINDOWS:]]
+    return statistics.median(losses) if losses else None
+
+
+def last_window_loss(run: Run) -> float | None:
+    """The last evaluation window's mean training loss."""
+    return float(run.history[-1]["train_loss"]) if run.history else None
+
+
+def cost_source(runs: list[Run]) -> str:
+    """How :func:`training_cost` measured these runs, for the column title."""
+    windows = sorted({r.row.get("cost_batches", "") or r.row.get("cost_window", "") for r in runs
+                      if r.row.get("train_cost", "") != ""})
+    if len(windows) == 1 and all(r.row.get("train_cost", "") != "" for r in runs):
+        return f"median of the last {windows[0]} batches" if windows[0] else "median of the last batches"
+    if windows:
+        return f"median of the last batches where logged, else of the last {COST_WINDOWS} windows"
+    return f"median of the last {COST_WINDOWS} windows"
+
+
+def steps_to_target(run: Run, target: float, k: int, higher_is_better: bool) -> int | None:
+    """The step at which the validation metric has been at least as good as ``target`` for ``k`` evaluations
+    in a row (None: never)."""
+    streak = 0
+    for h in run.history:
+        value = float(h["val_metric"])
+        streak = streak + 1 if (value >= target if higher_is_better else value <= target) else 0
+        if streak >= k:
+            return int(h["step"])
+    return None
+
+
+def steps_per_epoch(run: Run) -> int | None:
+    """The run's optimiser steps per epoch (train split // batch size): the results' ``steps_per_epoch``
+    column when present, else from its history (epoch = step / steps per epoch)."""
+    if run.row.get("steps_per_epoch", "") != "":
+        return int(float(run.row["steps_per_epoch"]))
+    for h in run.history:
+        if float(h["epoch"]) > 0:
+            return round(int(h["step"]) / float(h["epoch"]))
+    return None
+
+
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    points = [(x, y) for x, y in points if x > 0 and y > 0]
+    if len({x for x, _ in points}) < 2:
+        return None
+    x, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+@dataclass
+class ExperimentData:
+    """What the data folder holds for one experiment, and the values of each measure per label."""
+
+    name: str
+    runs: list[Run] | None
+    chance: float | None
+    harness: list[dict[str, str]] | None
+    target: float | None = None
+    target_k: int = 1
+    higher_is_better: bool = True
+
+    def labels(self) -> list[str]:
+        return list(dict.fromkeys(r.label for r in self.runs or []))
+
+    def runs_of(self, label: str) -> list[Run]:
+        return [r for r in self.runs or [] if r.label == label]
+
+    # -- per seed ---------------------------------------------------------------------------------------
+    def seed_values(self, label: str, get) -> Values:
+        got = [(r.seed, get(r)) for r in self.runs_of(label)]
+        got = [(s, v) for s, v in got if v is not None]
+        return Values("seed", tuple(s for s, _ in got), tuple(v for _, v in got))
+
+    # -- harness ----------------------------------------------------------------------------------------
+    def step_times(self, label: str, kind: str = "experiment", length: int | None = None,
+                   column: str = "step_s") -> dict[int, float]:
+        """Round -> the label's harness value (the median where a round has several rows)."""
+        by_round: dict[int, list[float]] = {}
+        for row in self.harness or []:
+            if row["label"] != label or row["kind"] != kind or row.get(column, "") == "":
+                continue
+            if length is not None and int(row["length"]) != length:
+                continue
+            by_round.setdefault(int(row["round"]), []).append(float(row[column]))
+        return {r: statistics.median(v) for r, v in sorted(by_round.items())}
+
+    def scaling_lengths(self, label: str) -> set[int]:
+        return {int(r["length"]) for r in self.harness or [] if r["label"] == label and r["kind"] == "scaling"}
+
+    def slopes(self, label: str, column: str, lengths: tuple[int, int] | None) -> dict[int, float]:
+        rounds: dict[int, list[tuple[float, float]]] = {}
+        for row in self.harness or []:
+            if row["label"] != label or row["kind"] != "scaling" or row.get(column, "") == "":
+                continue
+            n = int(row["length"])
+            if lengths is None or lengths[0] <= n <= lengths[1]:
+                rounds.setdefault(int(row["round"]), []).append((n, float(row[column])))
+        got = {r: _slope(points) for r, points in sorted(rounds.items())}
+        return {r: s for r, s in got.items() if s is not None}
+
+    # -- a claim's samples ------------------------------------------------------------------------------
+    def values(self, label: str, claim: Claim) -> tuple[Values | None, str]:
+        """``label``'s values of ``claim.measure`` (None and why when there are none)."""
+        measure = claim.measure
+        if claim.harness or measure == "time_to_target_s":
+            kind = "scaling" if measure in ("time_slope", "memory_slope") or claim.length is not None else "experiment"
+            if not any(r["kind"] == kind for r in self.harness or []):
+                return None, self.harness_missing(claim, kind)
+        if claim.harness:
+            per_round = self._harness_values(label, claim)
+            if not per_round:
+                return None, f"no harness rows for {label}" + (" (the harness CSV has no memory column)"
+                                                              if measure == "memory_slope" else "")
+            return Values("round", tuple(per_round), tuple(per_round.values())), ""
+        if self.runs is None:
+            return None, f"no `{self.name}.csv`"
+        if not self.runs_of(label):
+            return None, f"no data for {label}"
+        if measure == "time_to_target_s":
+            if self.target is None:
+                return None, "the experiment sets no [report] target"
+            step_times = list(self.step_times(label).values())
+            if not step_times:
+                return None, f"no harness rows for {label}"
+            step = statistics.median(step_times)
+            got = self.seed_values(label, lambda r: self._time_to_target(r, step))
+        elif measure == "train_cost":
+            got = self.seed_values(label, training_cost)
+        else:
+            got = self.seed_values(label, lambda r: float(r.row[measure]) if r.row.get(measure, "") != "" else None)
+        return (got, "") if len(got) else (None, f"no {measure} for {label}")
+
+    def harness_missing(self, claim: Claim, kind: str) -> str:
+        """Why a harness measure is missing, with the command that measures it."""
+        command = STEPTIME_COMMAND.format(name=self.name)
+        if kind == "experiment":
+            return f"no `{self.name}-steptime.csv`: run `{command}`"
+        if claim.lengths:
+            lengths, n = [], claim.lengths[0]
+            while n <= claim.lengths[1]:
+                lengths.append(n)
+                n *= 2
+            command += f" --lengths {','.join(map(str, lengths))}"
+            return f"no `{self.name}-scaling.csv`: run `{command}`"
+        return f"no `{self.name}-scaling.csv`: run `{command} --lengths N1,N2,...` (square patch counts for a grid)"
+
+    def _time_to_target(self, run: Run, step_s: float) -> float | None:
+        if not run.history:
+            return None
+        step = steps_to_target(run, self.target, self.target_k, self.higher_is_better)
+        return math.inf if step is None else step * step_s
+
+    def _harness_values(self, label: str, claim: Claim) -> dict[int, float]:
+        measure = claim.measure
+        if measure == "time_slope":
+            return self.slopes(label, "step_s", claim.lengths)
+        if measure == "memory_slope":
+            column = next((c for c in _MEMORY_COLUMNS if any(c in r for r in self.harness or [])), None)
+            return self.slopes(label, column, claim.lengths) if column else {}
+        if measure == "step_time_s":
+            if claim.length is None:
+                return self.step_times(label)
+            return self.step_times(label, "scaling", self.resolve_length(claim))
+        per_step = self.step_times(label)
+        spe = [steps_per_epoch(r) for r in self.runs_of(label)]
+        spe = [s for s in spe if s]
+        if not spe:
+            return {}
+        return {r: spe[0] * t for r, t in per_step.items()}
+
+    def resolve_length(self, claim: Claim) -> int | None:
+        """The synthetic length of a ``step_time_s`` claim: its ``length``, or the largest both labels have."""
+        if claim.length != "largest":
+            return claim.length
+        common = self.scaling_lengths(claim.a)
+        if claim.b_label is not None:
+            common &= self.scaling_lengths(claim.b_label)
+        return max(common) if common else None
+
+
+def load_data(data: Path, name: str, *, target: float | None = None, target_k: int = 1,
+              higher_is_better: bool = True) -> ExperimentData:
+    """Everything ``data`` holds for experiment ``name`` (each file may be missing)."""
+    runs = None
+    if (data / f"{name}.csv").exists():
+        histories: dict[tuple[str, int], list[dict[str, str]]] = {}
+        if (data / f"{name}-history.csv").exists():
+            for row in read_csv(data / f"{name}-history.csv"):
+                histories.setdefault((row["label"], int(row["seed"])), []).append(row)
+        runs = []
+        for row in read_csv(data / f"{name}.csv"):
+            key = (row["label"], int(row["seed"]))
+            runs.append(Run(key[0], key[1], row, sorted(histories.get(key, []), key=lambda h: int(h["step"]))))
+    chance_path = data / f"{name}-chance.csv"
+    chance = float(read_csv(chance_path)[0]["test_rate"]) if chance_path.exists() else None
+    harness = None
+    for suffix in ("steptime", "scaling"):
+        path = data / f"{name}-{suffix}.csv"
+        if path.exists():
+            harness = (harness or []) + [r for r in read_csv(path) if r.get("experiment", name) in (name, "")]
+    return ExperimentData(name, runs, chance, harness, target, target_k, higher_is_better)

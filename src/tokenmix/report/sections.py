@@ -1,0 +1,281 @@
+"""The sections of one experiment in the report: what was run, the measured table, the plot, the claims."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .claims import Claim, PaperText
+from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_per_epoch, steps_to_target,
+                       training_cost)
+from .plateau import CRITERION, plateau_count
+from .power import planned_floor
+from .tables import mean_sd_text, num, pvalue, table
+from .verdict import Outcome, judge
+
+if TYPE_CHECKING:
+    from tokenmix.experiment import Experiment
+
+__all__ = ["Study", "run_here", "measured_section", "claims_table", "judge_study", "plot_study"]
+
+
+@dataclass
+class Study:
+    """One experiment file of the report: the experiment, its ``[paper]`` texts and its claims."""
+
+    experiment: "Experiment"
+    file: str  # as shown: experiments/<name>.toml
+    paper: PaperText
+    claims: list[Claim]
+
+    @property
+    def name(self) -> str:
+        return self.experiment.name
+
+
+def run_here(study: Study) -> list[str]:
+    """What the experiment file runs: task, model, training, seeds and configurations, and the commands."""
+    from tokenmix.tasks import task_info
+    from tokenmix.train import TrainConfig
+
+    experiment = study.experiment
+    fields = {k: v for k, v in experiment.train.items() if k not in ("preset", "threads")}
+    config = TrainConfig.preset(experiment.train["preset"], **fields)
+    budget = f"{config.max_steps:,} steps" if config.max_steps is not None else f"{config.epochs} epochs"
+    every = f"evaluation every {config.eval_every} steps" if config.eval_every else "evaluation once per epoch"
+    task = ", ".join(f"{k} {v}" for k, v in experiment.task.items() if k != "name")
+    model = ", ".join(f"{k} {v}" for k, v in experiment.model.items() if v is not None)
+    labels = [e.label for e in experiment.entries_with_baseline(task_info(experiment.task["name"]).kind)]
+    target = experiment.report.get("target")
+    goal = (f"; time to {target} reached at {experiment.report['target_k']} evaluations in a row"
+            if target is not None else "")
+    seeds = experiment.seeds
+    return [
+        f"- **Data.** {study.paper.data}",
+        f"- **Scale here** (`{study.file}`): task `{experiment.task['name']}` ({task}); model {model}; training "
+        f"preset `{experiment.train['preset']}`: {config.optimizer} lr {config.lr:g}, batch {config.batch_size}, "
+        f"{budget}, {config.schedule} schedule, {every}{goal}; {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
+        f"{len(labels)} configurations: {', '.join(labels)}.",
+        f"- **The paper's scale.** {study.paper.scale}",
+        f"- **Command.** `tokenmix compare --config {study.file}`, then "
+        f"`python scripts/collect_results.py runs/{study.name} docs/reproduction/`; the time claims: "
+        f"`tokenmix steptime --config {study.file}` (and `--lengths ...` for the scaling claims).",
+    ]
+
+
+def _samples(found: ExperimentData):
+    def samples(claim: Claim):
+        a, why_a = found.values(claim.a, claim)
+        if claim.b == "chance":
+            b, why_b = found.chance, "" if found.chance is not None else f"no `{found.name}-chance.csv`"
+        elif claim.against_constant:
+            b, why_b = float(claim.b), ""
+        else:
+            b, why_b = found.values(claim.b_label, claim)
+        missing = "; ".join(dict.fromkeys(w for w in (why_a, why_b) if w))
+        return a, b, missing
+    return samples
+
+
+def judge_study(study: Study, found: ExperimentData) -> list[Outcome]:
+    seeds = len(study.experiment.seeds)
+    return judge(study.claims, _samples(found), lambda claim: planned_floor(claim, seeds))
+
+
+def _plateaus(found: ExperimentData, label: str) -> tuple[int, int]:
+    histories = [[(int(h["step"]), float(h["val_metric"])) for h in r.history] for r in found.runs_of(label)]
+    return plateau_count([h for h in histories if h], found.higher_is_better)
+
+
+def _harness_cell(found: ExperimentData, label: str, per_epoch: bool) -> str:
+    times = found.step_times(label)
+    if not times:
+        return "—"
+    if not per_epoch:
+        return mean_sd_text([1000 * t for t in times.values()])
+    spe = next((s for s in (steps_per_epoch(r) for r in found.runs_of(label)) if s), None)
+    return mean_sd_text([spe * t for t in times.values()]) if spe else "—"
+
+
+def measured_table(study: Study, found: ExperimentData, metric: str) -> list[str]:
+    """Per label: mean ± sd over seeds of each measure, the runs plateaued, params and peak memory."""
+    uses = {c.measure for c in study.claims}
+    target, k = found.target, found.target_k
+    harness = any(r["kind"] == "experiment" for r in found.harness or [])
+    head = ["label", "mixer", "seeds", "params", "plateaued", f"test {metric}", f"best val {metric}"]
+    if "train_cost" in uses:
+        head += [f"training cost ({cost_source(found.runs)})", "last window's training loss"]
+    if target is not None:
+        head.append(f"steps to {target} ({k} in a row)")
+        if harness:
+            head.append(f"time to {target} (s, harness)")
+    head.append("s / epoch in training (not tested)")
+    if harness:
+        head += ["step (ms, harness)", "s / epoch (harness)"]
+    head.append("peak MiB")
+    rows = []
+    for label in found.labels():
+        mine = found.runs_of(label)
+        done, judged = _plateaus(found, label)
+        row = [label, mine[0].row["mixer"], str(len(mine)), f"{int(mine[0].row['params']):,}",
+               f"{done}/{judged}" if judged else "—"]
+        row += [mean_sd_text([float(r.row[c]) for r in mine]) for c in ("value", "best_val")]
+        if "train_cost" in uses:
+            row.append(mean_sd_text([v for v in map(training_cost, mine) if v is not None]))
+            row.append(mean_sd_text([v for v in map(last_window_loss, mine) if v is not None]))
+        if target is not None:
+            steps = [steps_to_target(r, target, k, found.higher_is_better) for r in mine if r.history]
+            row.append(mean_sd_text([math.inf if s is None else float(s) for s in steps]))
+            if harness:
+                claim = Claim("", "", label, label, "time_to_target_s", "less")
+                got, _ = found.values(label, claim)
+                row.append(mean_sd_text(list(got.values)) if got else "—")
+        row.append(mean_sd_text([float(r.row["time_per_epoch_s"]) for r in mine if r.row.get("time_per_epoch_s")]))
+        if harness:
+            row += [_harness_cell(found, label, False), _harness_cell(found, label, True)]
+        row.append(mean_sd_text([float(r.row["peak_mem_mb"]) for r in mine]))
+        rows.append(row)
+    return table(head, rows)
+
+
+def _compared(o: Outcome) -> str:
+    claim = o.claim
+    text = f"{claim.a} vs {claim.b if isinstance(claim.b, str) else num(claim.b)}"
+    if claim.length is not None:
+        text += f" at N = {claim.length}" if claim.length != "largest" else " at the largest N"
+    if claim.lengths:
+        text += f" (N = {claim.lengths[0]:,}-{claim.lengths[1]:,})"
+    return text
+
+
+def _here(o: Outcome) -> str:
+    a, b = o.a, o.b
+    if a is None or b is None or (isinstance(b, Values) and not len(b)):
+        return "—"
+    other = mean_sd_text(list(b.values)) if isinstance(b, Values) else num(b) + (
+        " (chance)" if o.claim.b == "chance" else "")
+    text = f"{mean_sd_text(list(a.values))} vs {other}"
+    mean_b = statistics.mean(b.values) if isinstance(b, Values) else b
+    if all(math.isfinite(v) for v in a.values) and math.isfinite(mean_b) and mean_b != 0:
+        text += f" (×{statistics.mean(a.values) / mean_b:.3g})"
+    return text
+
+
+def _plateau_flag(o: Outcome, found: ExperimentData) -> str:
+    if o.claim.harness or o.a is None:
+        return ""
+    counts = [(label, *_plateaus(found, label)) for label in (o.claim.a, o.claim.b_label) if label]
+    if all(done == judged for _, done, judged in counts):
+        return ""
+    return (" ⚠ rests on runs still improving (plateaued: "
+            + ", ".join(f"{label} {done}/{judged}" for label, done, judged in counts) + ")")
+
+
+def claims_table(outcomes: list[Outcome], found: ExperimentData) -> list[str]:
+    rows = []
+    for o in outcomes:
+        pvalues = "—"
+        if o.p_for is not None:
+            pvalues = " / ".join(pvalue(p) for p in (o.p_for, o.p_against, o.p_equiv) if p is not None)
+        verdict = f"**{o.verdict_text}**" + (f": {o.reason}" if o.reason else "") + _plateau_flag(o, found)
+        text = o.claim.text + (" *(added)*" if o.claim.added else "")
+        rows.append([text, o.claim.paper, _compared(o), _here(o), pvalues,
+                     "—" if o.adjusted is None else pvalue(o.adjusted), verdict])
+    return table(["claim", "paper", "compared", "here (mean ± sd)", "p for / against (/ equivalent)", "Holm p",
+                  "verdict"], rows)
+
+
+def plot_study(study: Study, found: ExperimentData, metric: str, data: Path, out: Path) -> str:
+    """Draw ``img/<name>-metric_vs_time.png`` (validation metric against training time, every run) with
+    ``tokenmix compare``'s own plot; the markdown line that shows it, or a note."""
+    from tokenmix.compare import plot_histories
+
+    histories = {(r.label, r.seed): [{k: float(h[k]) for k in ("wall_s", "val_metric")} for h in r.history]
+                 for r in found.runs or [] if r.history}
+    if not histories:
+        return f"No plot: `{study.name}-history.csv` is missing."
+    image = data / "img" / f"{study.name}-metric_vs_time.png"
+    with tempfile.TemporaryDirectory() as tmp:
+        notes = plot_histories(histories, [], metric, Path(tmp), ["metric_vs_time"])
+        if notes:
+            return notes[0]
+        image.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(os.path.join(tmp, "metric_vs_time.png"), image)
+    return f"![{study.name}: validation {metric} against training time]({os.path.relpath(image, out.parent)})"
+
+
+def cost_note(study: Study, found: ExperimentData) -> str:
+    """How the training cost is measured here, against Chen (2023)'s windows of 2,000 batches."""
+    source = cost_source(found.runs)
+    if "batches" in source and "windows" not in source:
+        return (f"Training cost: per run, the {source} (the per-batch training losses, logged by the training "
+                f"loop); Chen (2023) takes the median of the per-batch costs over the last 2,000 batches.")
+    run = next((r for r in found.runs if len(r.history) > 1), None)
+    every = int(run.history[1]["step"]) - int(run.history[0]["step"]) if run else None
+    steps = int(run.row["steps"]) if run and run.row.get("steps") else None
+    text = (f"Training cost: per run, the median over the last 3 evaluation windows ({every} steps each) of the "
+            f"window's mean training loss (the results have no per-batch `train_cost` column); Chen (2023) takes "
+            f"the median of the per-batch costs over the last 2,000 batches.")
+    if every and steps and steps <= 3 * every:
+        text += (f" With {steps} steps in all, those windows span the whole run, so the median is the middle "
+                 f"window's loss; the last window's loss is shown beside it.")
+    return text
+
+
+def stale_note(study: Study, found: ExperimentData) -> str:
+    """A warning when the results CSV was made by another version of the experiment file (its task, seeds,
+    labels or step budget differ from the file's now); empty when they agree."""
+    from tokenmix.tasks import task_info
+
+    experiment, rows = study.experiment, [r.row for r in found.runs]
+    differences = []
+    tasks = sorted({r.get("task", "") for r in rows} - {""})
+    if tasks and tasks != [experiment.task["name"]]:
+        differences.append(f"task {', '.join(tasks)} (the file: {experiment.task['name']})")
+    seeds = sorted({r.seed for r in found.runs})
+    if seeds != sorted(experiment.seeds):
+        differences.append(f"seeds {', '.join(map(str, seeds))} (the file: {', '.join(map(str, experiment.seeds))})")
+    labels = [e.label for e in experiment.entries_with_baseline(task_info(experiment.task["name"]).kind)]
+    if set(found.labels()) != set(labels):
+        differences.append(f"labels {', '.join(found.labels())} (the file: {', '.join(labels)})")
+    planned = experiment.train.get("max_steps")
+    steps = sorted({int(r["steps"]) for r in rows if r.get("steps")})
+    if planned is not None and steps and max(steps) != planned:
+        differences.append(f"{max(steps):,} steps (the file: {planned:,})")
+    if not differences:
+        return ""
+    return (f"**These results come from an earlier version of `{study.file}`**: they have "
+            f"{'; '.join(differences)}. The tables and verdicts below are those of the results; rerun the "
+            f"experiment to judge the file as it is now.")
+
+
+def measured_section(study: Study, found: ExperimentData, data: Path, out: Path, plots: bool,
+                     level: str) -> tuple[list[str], list[Outcome]]:
+    """The measured table, the plot and the claims table of an experiment that has run."""
+    metric = found.runs[0].row["metric"]
+    lines = [f"{level}# Measured", ""]
+    stale = stale_note(study, found)
+    if stale:
+        lines += [stale, ""]
+    lines += [f"Mean ± sd over seeds; test {metric} of the best-validation weights. {CRITERION}", ""]
+    if any(c.measure == "train_cost" for c in study.claims):
+        lines += [cost_note(study, found), ""]
+    if any(c.harness or c.measure == "time_to_target_s" for c in study.claims):
+        lines += ["Times: the time claims read the step-time harness (`tokenmix steptime`), never training wall "
+                  "time: time per epoch = steps per epoch (train split // batch size, from the results' "
+                  "`steps_per_epoch` column, else from the history's step / epoch) × the step time of each round; "
+                  "time to target = the step at which the target's streak completes × the label's median step "
+                  "time. The training wall time per epoch is shown for reference only.", ""]
+    lines += measured_table(study, found, metric) + [""]
+    if found.chance is not None:
+        lines += [f"Majority-class rate (test share of the train split's majority class): {num(found.chance)}.", ""]
+    if plots:
+        lines += [plot_study(study, found, metric, data, out), ""]
+    outcomes = judge_study(study, found)
+    return lines + [f"{level}# Claims", "", *claims_table(outcomes, found), ""], outcomes

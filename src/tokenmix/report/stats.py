@@ -1,0 +1,146 @@
+"""The exact tests behind the verdicts, from :mod:`scipy.stats`, and what each design can reach.
+
+* Independent samples (one value per seed): the one-sided exact Mann-Whitney U test. Without ties
+  ``scipy.stats.mannwhitneyu(..., method="exact")``; with ties its exact distribution (of untied ranks) is not
+  the right one, so the same U (mid-ranks) goes through ``scipy.stats.permutation_test`` with every one of
+  the C(n + m, n) splits enumerated. A target never reached is ``inf`` and ranks last, like any value.
+* One sample against a constant: the exact sign test, ``scipy.stats.binomtest`` (ties with the constant
+  count as "not above", as the hand-written test did).
+* Paired samples (harness rounds): the exact Wilcoxon signed-rank test of the differences,
+  ``scipy.stats.wilcoxon(..., method="exact")``; with zero differences dropped, and with tied magnitudes
+  through ``permutation_test`` (every one of the 2^n sign flips).
+* Holm's step-down correction, the smallest p each design can give, and a normal-approximation count of
+  the seeds (or rounds) a difference would need.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+
+__all__ = ["ALPHA", "mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "holm", "smallest_p_independent",
+           "smallest_p_sign", "smallest_p_wilcoxon", "fewest_for_floor", "normal_count"]
+
+ALPHA = 0.05
+POWER = 0.8  # of the normal-approximation seed counts
+
+
+def _scipy():
+    """scipy.stats, imported when a test runs (planning and parsing claims do not need it)."""
+    try:
+        from scipy import stats
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("the report's exact tests need scipy: pip install 'tokenmix[report]'") from None
+    return stats
+
+
+def _has_ties(values: np.ndarray) -> bool:
+    return len(np.unique(values)) < len(values)
+
+
+def _rank_sum(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The rank sum of ``x`` in the pooled sample (mid-ranks for ties): U plus a constant."""
+    pooled = np.concatenate([x, y], axis=axis)
+    ranks = _scipy().rankdata(pooled, axis=axis)
+    return np.take(ranks, np.arange(x.shape[axis]), axis=axis).sum(axis=axis)
+
+
+def mann_whitney_greater(a: list[float], b: list[float]) -> float:
+    """Exact one-sided p for "``a`` is stochastically larger than ``b``": P(U >= observed U) over every split
+    of the pooled values into groups of len(a) and len(b)."""
+    if not a or not b:
+        raise ValueError("mann_whitney_greater needs at least one value on each side")
+    sps = _scipy()
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not _has_ties(np.concatenate([x, y])):
+        return float(sps.mannwhitneyu(x, y, alternative="greater", method="exact").pvalue)
+    if min(len(x), len(y)) == 1:  # permutation_test wants two values a side; the n + m splits directly
+        ranks = sps.rankdata(np.concatenate([x, y]))
+        if len(x) == 1:
+            return float(np.mean(ranks >= ranks[0] - 1e-9))
+        return float(np.mean(ranks <= ranks[-1] + 1e-9))
+    result = sps.permutation_test((x, y), _rank_sum, permutation_type="independent", alternative="greater",
+                                  n_resamples=np.inf, vectorized=True)
+    return float(result.pvalue)
+
+
+def sign_test_greater(above: int, n: int) -> float:
+    """Exact one-sided sign test: P(Binomial(n, 1/2) >= above)."""
+    if n < 1 or not 0 <= above <= n:
+        raise ValueError(f"sign test needs 0 <= above <= n and n >= 1, got above={above}, n={n}")
+    return float(_scipy().binomtest(above, n, 0.5, alternative="greater").pvalue)
+
+
+def _positive_rank_sum(d: np.ndarray, axis: int = -1) -> np.ndarray:
+    ranks = _scipy().rankdata(np.abs(d), axis=axis)
+    return np.where(d > 0, ranks, 0.0).sum(axis=axis)
+
+
+def wilcoxon_greater(differences: list[float]) -> float:
+    """Exact one-sided signed-rank p for "the paired differences are centred above 0" (zeros dropped)."""
+    if not len(differences):
+        raise ValueError("wilcoxon_greater needs at least one pair")
+    sps = _scipy()
+    d = np.asarray([v for v in differences if v != 0], dtype=float)
+    if len(d) == 0:
+        return 1.0  # every pair equal: no evidence either way
+    if not _has_ties(np.abs(d)):
+        return float(sps.wilcoxon(d, alternative="greater", method="exact").pvalue)
+    result = sps.permutation_test((d,), _positive_rank_sum, permutation_type="samples", alternative="greater",
+                                  n_resamples=np.inf, vectorized=True)
+    return float(result.pvalue)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (reject where adjusted <= alpha), in the input order."""
+    m = len(pvalues)
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=pvalues.__getitem__)):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def smallest_p_independent(n: int, m: int) -> float:
+    """The smallest one-sided exact Mann-Whitney p with n vs m seeds: 1 / C(n + m, n)."""
+    return 1 / math.comb(n + m, n)
+
+
+def smallest_p_sign(n: int) -> float:
+    """The smallest one-sided sign-test p with n values: 2^-n."""
+    return 0.5 ** n
+
+
+def smallest_p_wilcoxon(n: int) -> float:
+    """The smallest one-sided exact signed-rank p with n pairs: 2^-n."""
+    return 0.5 ** n
+
+
+def fewest_for_floor(design: str, factor: int, alpha: float = ALPHA) -> int:
+    """The fewest seeds per label ("independent") or values ("sign", "paired") whose smallest attainable p,
+    times the Holm factor ``factor``, is at most ``alpha``."""
+    n = 1
+    while True:
+        floor = smallest_p_independent(n, n) if design == "independent" else 0.5 ** n
+        if floor * factor <= alpha:
+            return n
+        n += 1
+
+
+def normal_count(delta: float, sd: float, design: str, factor: int, alpha: float = ALPHA) -> int | None:
+    """About how many seeds per label (``design`` "independent": two samples, n each) or values ("sign",
+    "paired": one sample of n) a true difference ``delta`` with standard deviation ``sd`` needs for a one-sided
+    test at ``alpha / factor`` (Holm's first step) to reject with probability :data:`POWER`, by the normal
+    approximation: n = k (z_(1-alpha/factor) + z_power)^2 sd^2 / delta^2, k = 2 for two samples, 1 for one.
+    Never fewer than :func:`fewest_for_floor`; None when ``delta`` <= 0 (no count would do)."""
+    if not delta > 0:
+        return None
+    floor = fewest_for_floor(design, factor, alpha)
+    if sd <= 0:
+        return floor
+    z = NormalDist().inv_cdf(1 - alpha / factor) + NormalDist().inv_cdf(POWER)
+    k = 2 if design == "independent" else 1
+    return max(floor, math.ceil(k * (z * sd / delta) ** 2))

@@ -1,0 +1,265 @@
+"""The verdict on each claim of one experiment file (the rules are :data:`RULES`, printed in the report)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+from . import stats
+from .claims import Claim
+from .measures import Values
+from .tables import num, percent, pvalue
+
+__all__ = ["HOLDS", "FAILS", "EQUIVALENT", "OPEN", "MISSING", "VERDICTS", "Outcome", "judge", "claim_pvalues",
+           "p_greater", "design", "smallest_p", "RULES"]
+
+HOLDS, FAILS, OPEN, MISSING = "holds", "does not hold", "inconclusive at this scale", "not measured"
+EQUIVALENT = "does not hold (equivalent)"  # shown with its margin: "does not hold (equivalent within ±2 %)"
+VERDICTS = (HOLDS, FAILS, EQUIVALENT, OPEN, MISSING)
+ALPHA = stats.ALPHA
+Sample = Values | float  # one label's values, or a constant (a chance rate, a slope)
+
+
+def design(a: Values, b: Sample) -> str:
+    """"independent" (seeds against seeds), "paired" (harness rounds against rounds) or "sign" (against a
+    constant)."""
+    if not isinstance(b, Values):
+        return "sign"
+    if a.unit != b.unit:
+        raise ValueError(f"cannot compare per-{a.unit} values with per-{b.unit} values")
+    return "paired" if a.unit == "round" else "independent"
+
+
+def _pairs(x: Values, y: Values) -> list[tuple[float, float]]:
+    ys = dict(zip(y.keys, y.values))
+    return [(v, ys[k]) for k, v in zip(x.keys, x.values) if k in ys]
+
+
+def p_greater(x: Sample, y: Sample) -> float:
+    """One-sided exact p for "x is larger than y" (see :mod:`tokenmix.report.stats`)."""
+    if isinstance(x, Values) and isinstance(y, Values):
+        if design(x, y) == "paired":
+            return stats.wilcoxon_greater([u - v for u, v in _pairs(x, y)])
+        return stats.mann_whitney_greater(list(x.values), list(y.values))
+    if isinstance(x, Values):
+        return stats.sign_test_greater(sum(v > y for v in x.values), len(x))
+    if isinstance(y, Values):
+        return stats.sign_test_greater(sum(v < x for v in y.values), len(y))
+    raise ValueError("p_greater needs at least one sample")
+
+
+def _scaled(sample: Sample, factor: float) -> Sample:
+    return sample.scaled(factor) if isinstance(sample, Values) else sample * factor
+
+
+def _tost(a: Values, b: Sample, r: float) -> tuple[float, float]:
+    """(p that a is inside b's ±r band: the larger of the two one-sided tests, p that it is outside: the
+    smaller of the two the other way)."""
+    low, high = _scaled(b, 1 - r), _scaled(b, 1 + r)
+    return (max(p_greater(a, low), p_greater(high, a)), min(p_greater(low, a), p_greater(a, high)))
+
+
+def claim_pvalues(claim: Claim, a: Values, b: Sample) -> tuple[float, float, float | None]:
+    """(p for the claim, p against it, p that a and b are equivalent within the claim's ``equivalence``)."""
+    if claim.kind == "approx":
+        p_for, p_against = _tost(a, b, claim.margin)
+        return p_for, p_against, None
+    reference = _scaled(b, claim.factor)
+    above, below = p_greater(a, reference), p_greater(reference, a)
+    p_for, p_against = (above, below) if claim.kind == "greater" else (below, above)
+    p_equiv = _tost(a, b, claim.equivalence)[0] if claim.equivalence else None
+    return p_for, p_against, p_equiv
+
+
+def smallest_p(a: Values, b: Sample) -> float:
+    """The smallest one-sided p the design can give at these sizes."""
+    kind = design(a, b)
+    if kind == "independent":
+        return stats.smallest_p_independent(len(a), len(b))
+    if kind == "paired":
+        return stats.smallest_p_wilcoxon(len(_pairs(a, b)))
+    return stats.smallest_p_sign(len(a))
+
+
+@dataclass
+class Outcome:
+    """A claim with its data, its p-values and its verdict."""
+
+    claim: Claim
+    a: Values | None
+    b: Sample | None
+    p_for: float | None = None
+    p_against: float | None = None
+    p_equiv: float | None = None
+    adjusted: float | None = None
+    verdict: str = MISSING
+    reason: str = ""
+
+    @property
+    def verdict_text(self) -> str:
+        if self.verdict == EQUIVALENT:
+            return f"does not hold (equivalent within ±{100 * self.claim.equivalence:g} %)"
+        return self.verdict
+
+
+Samples = Callable[[Claim], tuple[Values | None, Sample | None, str]]
+
+
+def judge(claims: list[Claim], samples: Samples,
+          planned_floor: Callable[[Claim], float] | None = None) -> list[Outcome]:
+    """Every claim's verdict. ``samples(claim)`` gives (a, b, why-missing). Holm runs over every claim of the
+    file, a claim not measured counting with p = 1 (``planned_floor(claim)``: the smallest p its planned
+    design could give, for the attainable-p reasons of the others)."""
+    outcomes, floors = [], []
+    for claim in claims:
+        a, b, missing = samples(claim)
+        outcome = Outcome(claim, a, b, reason=missing)
+        if not missing:
+            outcome.p_for, outcome.p_against, outcome.p_equiv = claim_pvalues(claim, a, b)
+            floors.append(smallest_p(a, b))
+        else:
+            floors.append(planned_floor(claim) if planned_floor else 1.0)
+        outcomes.append(outcome)
+    decisive = [min(p for p in (o.p_for, o.p_against, o.p_equiv) if p is not None) if o.p_for is not None
+                else 1.0 for o in outcomes]
+    best = stats.holm(floors)
+    for outcome, adjusted, floor, attainable in zip(outcomes, stats.holm(decisive), floors, best):
+        if outcome.p_for is None:
+            continue
+        outcome.adjusted = adjusted
+        _decide(outcome, len(claims), floor, attainable)
+    return outcomes
+
+
+def _decide(outcome: Outcome, family: int, floor: float, attainable: float) -> None:
+    o = outcome
+    if o.adjusted <= ALPHA:
+        smallest = min(p for p in (o.p_for, o.p_against, o.p_equiv) if p is not None)
+        o.verdict = HOLDS if o.p_for == smallest else FAILS if o.p_against == smallest else EQUIVALENT
+        return
+    o.verdict = OPEN
+    kind = design(o.a, o.b)
+    unit = "rounds" if o.a.unit == "round" else "seeds"
+    if kind == "independent":
+        sizes = f"n = {len(o.a)} vs {len(o.b)} seeds"
+    elif kind == "paired":
+        sizes = f"n = {len(_pairs(o.a, o.b))} paired rounds"
+    else:
+        sizes = f"n = {len(o.a)} {unit} against the constant"
+    if attainable > ALPHA:
+        if math.isclose(attainable, min(1.0, floor * family)):
+            why = (f"{sizes}: the smallest attainable p is {pvalue(floor)}, × {family} claims (Holm) = "
+                   f"{pvalue(attainable)} > {ALPHA}")
+        else:
+            why = (f"{sizes}: the smallest attainable p is {pvalue(floor)}, at best {pvalue(attainable)} after "
+                   f"Holm over {family} claims > {ALPHA}")
+    else:
+        why = f"{sizes}: Holm-adjusted p = {pvalue(o.adjusted)} > {ALPHA}"
+    o.reason = why + "; " + what_would_decide(o, family)
+
+
+def _spread(o: Outcome) -> tuple[list[float], float, float, float] | None:
+    """(the values compared with the reference, the reference's mean, sd, and the mean of a) or None with
+    infinite values."""
+    a, b = o.a, o.b
+    if isinstance(b, Values) and design(a, b) == "paired":
+        pairs = _pairs(a, b)
+        diffs = [u - o.claim.factor * v for u, v in pairs]
+        ref = statistics.mean(v for _, v in pairs)
+        values = list(a.values) + list(b.values)
+        if not all(math.isfinite(v) for v in values):
+            return None
+        return diffs, ref, statistics.stdev(diffs) if len(diffs) > 1 else 0.0, statistics.mean(u for u, _ in pairs)
+    values = list(a.values) + (list(b.values) if isinstance(b, Values) else [b])
+    if not all(math.isfinite(v) for v in values):
+        return None
+    ref = statistics.mean(b.values) if isinstance(b, Values) else b
+    var = [statistics.variance(s) for s in (a.values, getattr(b, "values", ())) if len(s) > 1]
+    sd = math.sqrt(statistics.mean(var)) if var else 0.0
+    return list(a.values), ref, sd, statistics.mean(a.values)
+
+
+def what_would_decide(o: Outcome, family: int) -> str:
+    """About how many seeds (rounds) per label would decide the claim, by the normal approximation."""
+    spread = _spread(o)
+    unit = "rounds" if o.a.unit == "round" else "seeds"
+    if spread is None:
+        return (f"some runs never reached the target, so no seed count can be estimated; a target the runs "
+                f"reach, or longer runs, would decide it")
+    _, ref, sd, mean_a = spread
+    design_kind = design(o.a, o.b)
+    per = f" per label" if design_kind == "independent" else ""
+    scale = abs(ref) if ref else 1.0
+    claim = o.claim
+    diff = mean_a - claim.factor * ref if claim.kind != "approx" else mean_a - ref
+    text = f"means differ {percent(abs(mean_a - ref) / scale)}, sd {percent(sd / scale)}"
+    options = []
+    if claim.kind == "approx":
+        inside = claim.margin * scale - abs(diff)
+        n = stats.normal_count(abs(inside), sd, design_kind, family)
+        if n is not None:
+            options.append((n, "show it" if inside > 0 else "show it does not hold"))
+    else:
+        n = stats.normal_count(abs(diff), sd, design_kind, family)
+        leans = (diff > 0) == (claim.kind == "greater")
+        if n is not None:
+            options.append((n, "show it" if leans else "show it does not hold"))
+        if claim.equivalence:
+            n_eq = stats.normal_count(claim.equivalence * scale - abs(mean_a - ref), sd, design_kind, family)
+            if n_eq is not None:
+                options.append((n_eq, f"show the two equivalent within ±{100 * claim.equivalence:g} %"))
+    if not options:
+        return f"{text}: the means are equal, so no number of {unit} would separate them"
+    n, goal = min(options)
+    count = f"about {n:,}" if n <= 10_000 else "more than 10,000"
+    return f"{text}: {count} {unit}{per} would {goal} at p ≤ {ALPHA} (normal approximation, 80 % power)"
+
+
+RULES = f"""\
+Every claim compares one measure between two labels *a* and *b* of one experiment, or one label with a
+constant. Per-seed measures (test accuracy or perplexity, training cost, memory, time to target) are
+independent samples, one value per seed; the step-time harness's measures are paired by its rounds (both
+labels timed in the same round, one after the other). The tests are scipy's exact ones:
+
+* **Independent seeds.** The one-sided exact Mann–Whitney U test (`scipy.stats.mannwhitneyu`, `method="exact"`):
+  U counts the pairs (i, j) with a_i > b_j; p is the share of all C(n + m, n) splits of the pooled values
+  into groups of n and m whose U is at least the observed one. Where the values have ties, the exact
+  distribution of untied ranks does not apply, so the same U (ties count ½) goes through
+  `scipy.stats.permutation_test` with every split enumerated. A target never reached counts as infinitely late
+  (the test uses ranks only).
+* **Paired rounds.** The one-sided exact Wilcoxon signed-rank test of the per-round differences
+  (`scipy.stats.wilcoxon`, `method="exact"`; zero differences dropped; tied magnitudes by
+  `permutation_test` over all 2ⁿ sign flips).
+* **Against a constant** (a chance rate, a slope): the exact sign test, p = P(Binomial(n, ½) ≥ the number of
+  values above it) (`scipy.stats.binomtest`).
+* **Direction claims**, "a < f·b" or "a > f·b": *p for* is the one-sided p in the claimed direction, *p
+  against* the one in the opposite one. f = 1 for "below"/"above"; "far below" is f = ½ (at least twice as
+  fast); "competitive with" is a > 0.9·b.
+* **"≈" claims**, a within ±r of b: equivalence by two one-sided tests (TOST), *p for* = the larger of
+  p(a > (1 − r)·b) and p(a < (1 + r)·b); *p against* = the smaller of p(a < (1 − r)·b) and
+  p(a > (1 + r)·b). The margin r of each claim is in its text.
+* **Equivalence margins of direction claims.** A direction claim may carry a margin r, fixed in its experiment
+  file before the data (with the paper's numbers that justify it): *p equivalent* is the TOST p that a is
+  within ±r of b. Time claims have none.
+* **Correction.** Within one experiment file, Holm's step-down correction over all its claims, applied to each
+  claim's smallest p (of *p for*, *p against* and *p equivalent*: the outcome its data lean to); a claim not
+  measured yet counts with p = 1, so that no verdict changes because another claim's data are missing.
+* **Verdict.** **{HOLDS}**: the Holm-adjusted p ≤ {ALPHA} and *p for* is the smallest. **{FAILS}**: the
+  adjusted p ≤ {ALPHA} and *p against* is the smallest. **does not hold (equivalent within ±r)**: the adjusted
+  p ≤ {ALPHA} and *p equivalent* is the smallest (ties go to *p for*, then *p against*). Otherwise **{OPEN}**,
+  with why and what would decide it. Testing each direction one-sided at {ALPHA} makes the question "which
+  way?" a two-sided test at {2 * ALPHA:.2f}.
+* **Attainable p.** The smallest p is 1/C(n + m, n) for n vs m seeds: 0.05 with 3 vs 3, 1/252 ≈ 0.004 with 5
+  vs 5; 2⁻ⁿ for the sign test and the signed-rank test (0.001 with 10 rounds). Holm multiplies it: with every
+  claim at its smallest p, Holm's adjusted p is the smallest a claim can reach. With 3 seeds and more than one
+  claim no claim can reach a verdict by test; the tables say so rather than read one off the means.
+* **What would decide it.** For an inconclusive claim: from the observed means and the pooled sd, about how
+  many seeds per label (rounds) a one-sided test at {ALPHA}/(number of claims) would need to decide it with
+  80 % power, by the normal approximation (n = 2 (z + z_0.8)² sd² / difference² per label; 1 × for paired or
+  one-sample designs), never fewer than the count whose smallest attainable p × the number of claims is
+  ≤ {ALPHA}. An estimate for planning, not a promise.
+* A claim whose labels have no data is **{MISSING}**, with the command that measures it; an experiment without
+  a results CSV gets no verdicts.
+"""

@@ -1,0 +1,307 @@
+"""tokenmix.report: the exact tests against scipy and the hand-written enumeration on the committed CSVs, verdicts
+on made-up data whose answer is known, claims as data, plateaus, number formats, ``tokenmix report`` end to end and
+the attainable p of ``tokenmix compare --dry-run``."""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+import tomllib
+
+pytest.importorskip("scipy")
+from scipy import stats as sps  # noqa: E402
+
+from tokenmix.cli import main  # noqa: E402
+from tokenmix.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
+from tokenmix.report import stats  # noqa: E402
+from tokenmix.report.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
+from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
+from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
+from tokenmix.report.power import attainable  # noqa: E402
+from tokenmix.report.tables import mean_sd, mean_sd_text, table  # noqa: E402
+from tokenmix.report.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, judge, p_greater  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "docs" / "reproduction"
+
+
+# -- the hand-written test of the former scripts/reproduction.py, kept as the reference -----------------------
+def _midranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks, start = [0.0] * len(values), 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def enumerated_mann_whitney(a: list[float], b: list[float]) -> float:
+    ranks, n = _midranks(list(a) + list(b)), len(a)
+    observed = sum(ranks[:n])
+    splits = [sum(ranks[i] for i in chosen) for chosen in combinations(range(len(ranks)), n)]
+    return sum(s >= observed - 1e-9 for s in splits) / len(splits)
+
+
+def _committed_samples() -> list[tuple[str, list[float], list[float]]]:
+    """Every ordered pair of labels of every committed results CSV, for its test metric and best validation."""
+    cases = []
+    for path in sorted(DATA.glob("*.csv")):
+        if path.stem.endswith(("-history", "-chance", "-speed", "-steptime", "-scaling", "-configs")) or \
+                path.stem.endswith("speed"):
+            continue
+        rows = read_csv(path)
+        labels = list(dict.fromkeys(r["label"] for r in rows))
+        for column in ("value", "best_val"):
+            values = {label: [float(r[column]) for r in rows if r["label"] == label] for label in labels}
+            cases += [(f"{path.stem}:{column}:{x}>{y}", values[x], values[y]) for x in labels for y in labels
+                      if x != y]
+    return cases
+
+
+def test_mann_whitney_equals_scipy_and_the_enumeration_on_the_committed_csvs():
+    cases = _committed_samples()
+    assert len(cases) > 300
+    tied = 0
+    for name, a, b in cases:
+        p = stats.mann_whitney_greater(a, b)
+        assert p == pytest.approx(enumerated_mann_whitney(a, b), abs=1e-12), name
+        if len(set(a + b)) == len(a + b):
+            assert p == pytest.approx(sps.mannwhitneyu(a, b, alternative="greater", method="exact").pvalue), name
+        else:
+            tied += 1
+    assert tied > 10  # the committed data have ties (accuracies on a 1,000-image test set): the permutation path
+
+
+def test_exact_values_sign_test_wilcoxon():
+    assert stats.mann_whitney_greater([4, 5, 6], [1, 2, 3]) == pytest.approx(0.05)
+    assert stats.mann_whitney_greater([1.0, 1.0], [1.0, 1.0]) == pytest.approx(1.0)
+    assert stats.mann_whitney_greater([math.inf, math.inf], [1.0, 2.0]) == pytest.approx(1 / 6)
+    assert stats.mann_whitney_greater([2.0], [1.0, 2.0, 3.0]) == pytest.approx(enumerated_mann_whitney([2.0], [1, 2, 3]))
+    assert stats.sign_test_greater(4, 5) == pytest.approx(sps.binomtest(4, 5, alternative="greater").pvalue)
+    d = [0.3, -0.1, 0.5, 0.25, 0.7, 0.05]
+    assert stats.wilcoxon_greater(d) == pytest.approx(sps.wilcoxon(d, alternative="greater", method="exact").pvalue)
+    assert stats.wilcoxon_greater([1.0] * 10) == pytest.approx(2 ** -10)
+    # tied magnitudes: every one of the 2^4 sign flips of (1, 2, -2, 3): T+ >= 7.5 in 4 of 16
+    assert stats.wilcoxon_greater([1, 2, -2, 3]) == pytest.approx(4 / 16)
+    assert stats.wilcoxon_greater([0.0, 0.0]) == 1.0
+
+
+def test_smallest_p_and_the_seeds_that_reach_it():
+    assert stats.smallest_p_independent(3, 3) == pytest.approx(0.05)
+    assert stats.smallest_p_independent(5, 5) == pytest.approx(1 / 252)
+    assert stats.smallest_p_sign(5) == stats.smallest_p_wilcoxon(5) == pytest.approx(1 / 32)
+    assert stats.fewest_for_floor("independent", 6) == 5  # 6 / 252 <= 0.05 < 6 / 70
+    assert stats.fewest_for_floor("sign", 6) == 7  # 6 / 128 <= 0.05 < 6 / 64
+    # the normal approximation: a difference of one sd, one claim: 2 (1.645 + 0.842)^2 = 12.4 -> 13 per label
+    assert stats.normal_count(1.0, 1.0, "independent", 1) == 13
+    assert stats.normal_count(1.0, 0.0, "independent", 6) == 5  # never below the attainable floor
+    assert stats.normal_count(0.0, 1.0, "independent", 1) is None
+
+
+# -- verdicts on made-up data ---------------------------------------------------------------------------------
+def seeds(*values: float) -> Values:
+    return Values("seed", tuple(range(len(values))), tuple(values))
+
+
+def rounds(*values: float) -> Values:
+    return Values("round", tuple(range(1, len(values) + 1)), tuple(values))
+
+
+def claim(kind: str = "greater", b: str | float = "b", **more) -> Claim:
+    return Claim(more.pop("text", "a vs b"), "p", "a", b, more.pop("measure", "value"), kind, **more)
+
+
+def verdicts(claims: list[Claim], data: dict) -> list:
+    return judge(claims, lambda c: (data[c.a], data[c.b] if isinstance(c.b, str) else c.b, ""))
+
+
+LOW, HIGH = seeds(1.0, 1.1, 1.2, 1.3, 1.4), seeds(2.0, 2.1, 2.2, 2.3, 2.4)
+
+
+def test_holds_does_not_hold_and_equivalent():
+    win = verdicts([claim()], {"a": HIGH, "b": LOW})[0]
+    assert win.verdict == HOLDS and win.p_for == pytest.approx(1 / 252)
+    loss = verdicts([claim()], {"a": LOW, "b": HIGH})[0]
+    assert loss.verdict == FAILS and loss.p_against == pytest.approx(1 / 252)
+    # a and b within ±5 % of each other, neither ahead: the direction claim is not supported, TOST shows them equal
+    same = {"a": seeds(1.00, 1.01, 0.99, 1.02, 0.98), "b": seeds(1.0, 1.01, 0.99, 1.0, 1.02)}
+    outcome = verdicts([claim(equivalence=0.05, equivalence_reason="r")], same)[0]
+    assert outcome.verdict == EQUIVALENT and outcome.p_equiv == pytest.approx(1 / 252)
+    assert outcome.verdict_text == "does not hold (equivalent within ±5 %)"
+    assert verdicts([claim()], same)[0].verdict == OPEN  # without a margin: inconclusive
+    # a clearly ahead, also within the band: the direction wins the tie
+    ahead = {"a": seeds(1.03, 1.031, 1.032, 1.033, 1.034), "b": seeds(1.0, 1.001, 1.002, 1.003, 1.004)}
+    assert verdicts([claim(equivalence=0.05, equivalence_reason="r")], ahead)[0].verdict == HOLDS
+
+
+def test_inconclusive_says_why_and_what_would_decide_it():
+    claims = [claim(text=f"claim {i}") for i in range(6)]
+    outcomes = verdicts(claims, {"a": seeds(1.03, 1.02, 1.04), "b": seeds(1.0, 1.01, 0.99)})
+    assert [o.verdict for o in outcomes] == [OPEN] * 6
+    reason = outcomes[0].reason
+    assert "n = 3 vs 3 seeds: the smallest attainable p is 0.05, × 6 claims (Holm) = 0.3 > 0.05" in reason
+    assert "means differ 3 %, sd 1 %: about 5 seeds per label would show it" in reason
+    assert "normal approximation" in reason
+    overlap = verdicts([claim()], {"a": seeds(1.0, 2.0, 3.0, 4.0, 5.0), "b": seeds(1.5, 2.5, 3.5, 4.5, 5.5)})[0]
+    assert overlap.verdict == OPEN and "n = 5 vs 5 seeds: Holm-adjusted p = " in overlap.reason
+    assert "seeds per label would show it does not hold" in overlap.reason
+
+
+def test_unmeasured_claims_stay_in_the_holm_family():
+    data = {"a": HIGH, "b": LOW}
+    samples = lambda c: (data["a"], data["b"], "") if c.text == "measured" else (None, None, "no data")  # noqa: E731
+    outcomes = judge([claim(text="measured"), claim(text="later")], samples)
+    assert outcomes[0].adjusted == pytest.approx(2 / 252) and outcomes[0].verdict == HOLDS
+    assert outcomes[1].verdict == MISSING and outcomes[1].reason == "no data"
+
+
+def test_paired_rounds_use_the_signed_rank_test():
+    a, b = rounds(*(1.0 + 0.01 * i for i in range(10))), rounds(*(1.1 + 0.01 * i for i in range(10)))
+    outcome = verdicts([claim("less", measure="step_time_s")], {"a": a, "b": b})[0]
+    assert outcome.verdict == HOLDS and outcome.p_for == pytest.approx(2 ** -10)
+    # each round a little above, a little below: the differences cancel
+    mixed = rounds(*(1.1 + (0.01 if i % 2 else -0.01) * (i + 1) for i in range(10)))
+    outcome = verdicts([claim("less", measure="step_time_s")], {"a": mixed, "b": b})[0]
+    assert outcome.verdict == OPEN and "n = 10 paired rounds" in outcome.reason
+    with pytest.raises(ValueError, match="per-round"):
+        p_greater(a, LOW)
+
+
+def test_sign_test_against_a_constant():
+    slopes = rounds(1.02, 0.98, 1.05, 1.01, 0.99, 1.0, 1.03, 1.04, 0.97, 1.02)
+    outcome = verdicts([claim("less", b=1.2, measure="time_slope")], {"a": slopes})[0]
+    assert outcome.verdict == HOLDS and outcome.p_for == pytest.approx(2 ** -10)
+    assert verdicts([claim("greater", b=1.6, measure="time_slope")], {"a": slopes})[0].verdict == FAILS
+    near = verdicts([claim("approx", b=0.6, margin=0.05)], {"a": seeds(0.6, 0.601, 0.599, 0.6, 0.602)})[0]
+    assert near.verdict == HOLDS and near.p_for == pytest.approx(1 / 32)
+
+
+# -- claims and papers as data --------------------------------------------------------------------------------
+GOOD = {"text": "t", "paper": "p", "a": "x", "b": "y", "measure": "value", "kind": "greater"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"kind": "bigger"}, "'kind' must be one of"), ({"measure": "speed"}, "'measure' must be one of"),
+    ({"b": True}, "'b' must be a label"), ({"kind": "approx"}, "needs 'margin'"), ({"margin": 0.1}, "for approx"),
+    ({"equivalence": 0.02}, "needs 'equivalence_reason'"), ({"factor": 0}, "positive number"),
+    ({"measure": "time_slope"}, "compares the slope with a number"), ({"length": 64}, "step_time_s claims only"),
+    ({"colour": 1}, "unknown key"), ({"text": ""}, "'text' must be a non-empty string"),
+])
+def test_bad_claims_are_named(change, message):
+    with pytest.raises(ValueError, match=message):
+        parse_claim({**GOOD, **change})
+
+
+def test_claims_parse_and_check_labels():
+    parsed = parse_claim({**GOOD, "b": "chance", "kind": "approx", "margin": 0.05})
+    assert parsed.against_constant and parsed.b_label is None
+    assert parse_claim({**GOOD, "b": 1.2, "measure": "time_slope", "lengths": [256, 4096], "added": True}).lengths \
+        == (256, 4096)
+    with pytest.raises(ValueError, match="unique"):
+        parse_claims([GOOD, GOOD])
+    with pytest.raises(ValueError, match="no label 'y'"):
+        check_labels(parse_claims([GOOD]), ["x"])
+    with pytest.raises(ValueError, match="'heading' and 'claim' go together"):
+        parse_paper({"key": "1", "title": "t", "data": "d", "scale": "s", "heading": "h"})
+
+
+def test_experiment_with_claims_and_paper_round_trips():
+    data = {**DEFAULT_EXPERIMENT, "paper": {"key": "9", "title": "t", "data": "d", "scale": "s"},
+            "claims": [{**GOOD, "a": "softmax", "b": "linear", "equivalence": 0.02, "equivalence_reason": "why"}]}
+    experiment = Experiment.from_dict(data)
+    again = Experiment.from_dict(tomllib.loads(to_toml(experiment.to_dict())))
+    assert again.to_dict() == experiment.to_dict() and again.claims == data["claims"]
+    assert "claims" not in Experiment.from_dict(DEFAULT_EXPERIMENT).to_dict()
+    with pytest.raises(ValueError, match="experiment: claims\\[0\\]"):
+        Experiment.from_dict({**DEFAULT_EXPERIMENT, "claims": [{**GOOD, "kind": "more"}]})
+
+
+def test_the_committed_experiment_files_carry_the_33_claims():
+    from tokenmix.report.document import load_studies
+
+    studies = load_studies(ROOT / "experiments")
+    claims = [c for s in studies for c in s.claims]
+    assert sum(not c.added for c in claims) == 33
+    assert all(c.equivalence is None for c in claims if c.measure.startswith("time") or c.measure == "step_time_s")
+    assert {s.paper.key for s in studies} == {"000", "001", "002", "003", "004"}
+
+
+# -- plateaus and formats -------------------------------------------------------------------------------------
+def test_plateau():
+    rising = [(100 * i, 0.5 + 0.05 * i) for i in range(1, 9)]
+    flat = [(100 * i, 0.7 + (0.001 if i == 8 else 0.0)) for i in range(1, 9)]
+    assert plateaued(rising) is False and plateaued(flat) is True
+    falling = [(100 * i, 100.0 - 5 * i) for i in range(1, 9)]  # perplexity still falling
+    assert plateaued(falling, higher_is_better=False) is False
+    assert plateaued([(100, 0.5)]) is None and plateaued([]) is None  # nothing before the last quarter
+    assert plateau_count([rising, flat, []]) == (1, 2)
+
+
+@pytest.mark.parametrize("mean, sd, text", [
+    (0.7653, 0.008737, "0.765 ± 0.009"), (127.1, 0.8558, "127.1 ± 0.9"), (5.281, 0.009525, "5.28 ± 0.01"),
+    (5.223, 0.01451, "5.223 ± 0.015"), (290.8, 91.86, "290 ± 90"), (1560.0, 395.8, "1,600 ± 400"),
+    (0.658, 0.0, "0.658 ± 0"), (4.01, 0.01, "4.010 ± 0.010"), (4.01, 0.0099, "4.01 ± 0.01"),
+])
+def test_mean_sd(mean, sd, text):
+    assert mean_sd(mean, sd) == text
+
+
+def test_cells_and_table():
+    assert mean_sd_text([1.0, math.inf]) == "1 (1/2 reached)" and mean_sd_text([math.inf]) == "not reached"
+    assert table(["a", "b"], [["1", "2"]]) == ["| a | b |", "|---|---|", "| 1 | 2 |"]
+
+
+# -- the command, the data, the dry run -----------------------------------------------------------------------
+def test_tokenmix_report_end_to_end(tmp_path):
+    out = tmp_path / "doc" / "reproduction.md"
+    assert main(["report", "--data", str(DATA), "--out", str(out), "--experiments", str(ROOT / "experiments"),
+                 "--no-plots"]) == 0
+    text = out.read_text()
+    assert "## Summary" in text and "Verdicts per paper" in text and "*(added)*" in text
+    assert "| `001-kerformer-fashion` | Kerformer is more accurate than Performer | **holds** |" in text
+    assert "run `tokenmix steptime --config experiments/000-time-to-accuracy.toml`" in text
+    assert "![" not in text  # --no-plots
+
+
+def test_harness_measures(tmp_path):
+    name = "x"
+    (tmp_path / f"{name}.csv").write_text("label,seed,value,steps_per_epoch\na,0,0.5,40\nb,0,0.6,40\n")
+    rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb"]
+    for r in (1, 2):
+        rows += [f"x,a,experiment,64,8,{r},{0.01 * r},1,", f"x,b,experiment,64,8,{r},{0.02 * r},1,"]
+        rows += [f"x,a,scaling,{n},1,{r},{0.001 * n},1,{n}" for n in (256, 1024)]
+    (tmp_path / f"{name}-steptime.csv").write_text("\n".join(rows) + "\n")
+    found = load_data(tmp_path, name)
+    epoch, _ = found.values("a", claim("less", measure="time_per_epoch_s"))
+    assert epoch.unit == "round" and epoch.values == pytest.approx((0.4, 0.8))
+    slope, _ = found.values("a", claim("less", b=1.2, measure="time_slope"))
+    assert slope.values == pytest.approx((1.0, 1.0))
+    memory, _ = found.values("a", claim("less", b=1.2, measure="memory_slope"))
+    assert memory.values == pytest.approx((1.0, 1.0))
+    largest, _ = found.values("a", claim("less", measure="step_time_s", length="largest", b="a"))
+    assert largest.values == pytest.approx((1.024, 1.024))
+    missing, why = load_data(tmp_path / "none", name).values("a", claim("less", measure="step_time_s"))
+    assert missing is None and "tokenmix steptime --config experiments/x.toml" in why
+
+
+def test_attainable_and_the_dry_run_warning(tmp_path, capsys):
+    from tokenmix.compare import compare
+
+    claims = [{**GOOD, "text": f"claim {i}", "a": "softmax", "b": "linear"} for i in range(3)]
+    claims.append({**GOOD, "text": "slope", "a": "linear", "b": 1.2, "measure": "time_slope", "kind": "less"})
+    data = {**DEFAULT_EXPERIMENT, "seeds": [0, 1, 2], "claims": claims,
+            "task": {"name": "recall"}, "model": {"dim": 16, "depth": 1}, "mixers": ["softmax", "linear"]}
+    experiment = Experiment.from_dict(data)
+    reach = attainable(experiment)
+    assert [p for _, p in reach] == pytest.approx([0.15, 0.15, 0.15, 4 * 2 ** -10])
+    compare(experiment, tmp_path / "out", dry_run=True)
+    printed = capsys.readouterr().out
+    assert "0.15  claim 0" in printed and "0.00391  slope" in printed
+    assert printed.count("WARNING: 'claim") == 3 and "WARNING: 'slope'" not in printed
