@@ -278,3 +278,31 @@ def test_list_fits_120_columns(capsys):
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= WIDTH
     main(["list", "--wide"])
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) > WIDTH
+
+
+def test_a_named_budget_replaces_the_files_settings_and_an_unknown_one_is_refused(tmp_path):
+    import textwrap
+
+    from tokenmix.experiment import load_experiment
+
+    path = tmp_path / "e.toml"
+    path.write_text(textwrap.dedent('''
+        name = "b"
+        seeds = [0, 1, 2, 3, 4]
+        mixers = ["softmax"]
+        [task]
+        name = "listops"
+        [train]
+        max_steps = 3000
+        eval_every = 500
+        [budgets.quick]
+        seeds = [0]
+        train = { max_steps = 40 }
+    '''))
+    full = load_experiment(path)
+    quick = load_experiment(path, budget="quick")
+    assert (full.seeds, full.train["max_steps"], full.train["eval_every"]) == ([0, 1, 2, 3, 4], 3000, 500)
+    assert (quick.seeds, quick.train["max_steps"], quick.train["eval_every"]) == ([0], 40, 500)
+    assert "budgets" not in quick.to_dict()
+    with pytest.raises(ValueError, match="no budget 'long'.*budgets: quick"):
+        load_experiment(path, budget="long")

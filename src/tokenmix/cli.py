@@ -87,6 +87,8 @@ def _add_compare_parser(sub: argparse._SubParsersAction) -> None:
     cp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting of the file, dotted key and TOML value, e.g. train.lr=1e-3 or "
                     "seeds=[0,1,2] (repeatable)")
+    cp.add_argument("--budget", help="a named budget of the file, e.g. quick (the short smoke-run budget of "
+                    "[budgets.quick]); default: the file's own budget, the one the verdicts come from")
     cp.add_argument("--task", help="task name (sets task.name)")
     cp.add_argument("--preset", help="the task's data preset (sets task.preset)")
     cp.add_argument("--mixers", help="comma-separated mixer names, or 'all' that can run the task (sets mixers)")
@@ -293,7 +295,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
     try:
         sets = compare_overrides(args)
-        experiment = load_experiment(args.config, sets)
+        experiment = load_experiment(args.config, sets, budget=args.budget)
         extra = []
         if args.max_steps is not None and (experiment.train.get("eval_every") or 0) > args.max_steps:
             extra.append(f"train.eval_every={args.max_steps}")  # a shorter run still gets evaluated
@@ -304,8 +306,8 @@ def cmd_compare(args: argparse.Namespace) -> None:
                 names = [n for n in list_mixers() if skip_reason(n, kind) is None]
             extra.append("mixers=[" + ",".join(f'"{n}"' for n in names) + "]")
         if extra:
-            experiment = load_experiment(args.config, sets + extra)
-        out = args.out or f"runs/{experiment.name}"
+            experiment = load_experiment(args.config, sets + extra, budget=args.budget)
+        out = args.out or f"runs/{experiment.name}" + (f"-{args.budget}" if args.budget else "")
         if args.commit and not args.results:
             raise ValueError("--commit needs --results DIR")
         if args.status:

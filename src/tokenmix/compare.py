@@ -47,7 +47,8 @@ from .validate import is_positive_int
 __all__ = ["compare", "plan", "PlannedRun", "COLUMNS", "write_report", "build_model", "plot_histories"]
 
 COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
-           "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb"]
+           "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb", "train_cost",
+           "cost_batches"]
 RESULT_FILE = "result.json"
 CONFIG_FILE = "config.toml"
 
@@ -115,7 +116,9 @@ def _row(experiment: Experiment, run: RunSpec, result: dict[str, Any]) -> dict[s
             "steps": result["steps"], "time_per_epoch_s": round(result["time_per_epoch_s"], 4),
             "time_to_target_s": "" if result["time_to_target_s"] is None else round(result["time_to_target_s"], 3),
             "wall_s": round(history[-1]["wall_s"], 3) if history else 0.0,
-            "tokens_per_s": round(result["tokens_per_s"], 1), "peak_mem_mb": round(result["peak_mem_mb"], 1)}
+            "tokens_per_s": round(result["tokens_per_s"], 1), "peak_mem_mb": round(result["peak_mem_mb"], 1),
+            "train_cost": "" if result.get("train_cost") is None else round(result["train_cost"], 6),
+            "cost_batches": result.get("cost_batches", 0)}
 
 
 def run_one(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: str, threads: int,
