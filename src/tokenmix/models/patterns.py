@@ -20,6 +20,11 @@ files use) or a :class:`LayerMixer`. The depth must be a multiple of the pattern
 
 A single mechanism given as a plain name keeps its registry ``alternate`` options on every second layer
 (Swin's shifted windows); an explicit pattern says what every layer gets, so nothing is added to it.
+
+>>> [layer.label for layer in layer_mixers(["twins_lsa:window_size=4", "twins_gsa"], depth=4)]
+['twins_lsa:window_size=4', 'twins_gsa:sr_ratio=4', 'twins_lsa:window_size=4', 'twins_gsa:sr_ratio=4']
+>>> parse_layer_mixer("sparse_strided:factorization=merged").options
+(('factorization', 'merged'),)
 """
 
 from __future__ import annotations
