@@ -63,8 +63,8 @@ def run_here(study: Study) -> list[str]:
         f"{budget}, {config.schedule} schedule, {every}{goal}; {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
         f"{len(labels)} configurations: {', '.join(labels)}.",
         f"- **The paper's scale.** {study.paper.scale}",
-        f"- **Command.** `tokenmix compare --config {study.file}`, then "
-        f"`python scripts/collect_results.py runs/{study.name} docs/reproduction/`; the time claims: "
+        f"- **Command.** `tokenmix compare --config {study.file} --results docs/reproduction --jobs 2` (run it "
+        f"again to resume; `--status` tells what is left); the time claims: "
         f"`tokenmix steptime --config {study.file}` (and `--lengths ...` for the scaling claims).",
     ]
 
