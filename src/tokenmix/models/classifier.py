@@ -7,17 +7,17 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..ops.init import normal_init_
+from ..validate import check_positive_int
 from .layers import (
-    _POOLINGS,
-    _POSITIONALS,
-    _block_mask,
-    _blocks,
-    _check_dropout,
-    _check_ids,
-    _check_init_std,
-    _check_mask,
-    _check_positive_int,
-    _Positions,
+    POOLINGS,
+    POSITIONALS,
+    Positions,
+    mask_for_blocks,
+    build_blocks,
+    check_dropout,
+    check_ids,
+    check_init_std,
+    check_mask,
 )
 from .patterns import pattern_names
 
@@ -68,13 +68,13 @@ class SequenceClassifier(nn.Module):
         owner = "SequenceClassifier"
         for value, what in ((vocab_size, "vocab_size"), (num_classes, "num_classes"), (dim, "dim"),
                             (depth, "depth"), (max_len, "max_len")):
-            _check_positive_int(value, what, owner)
-        _check_dropout(dropout, owner)
-        _check_init_std(init_std, owner)
-        if pooling not in _POOLINGS:
-            raise ValueError(f"{owner}: pooling must be one of {_POOLINGS}, got {pooling!r}")
-        if positional not in _POSITIONALS:
-            raise ValueError(f"{owner}: positional must be one of {_POSITIONALS}, got {positional!r}")
+            check_positive_int(value, what, owner)
+        check_dropout(dropout, owner)
+        check_init_std(init_std, owner)
+        if pooling not in POOLINGS:
+            raise ValueError(f"{owner}: pooling must be one of {POOLINGS}, got {pooling!r}")
+        if positional not in POSITIONALS:
+            raise ValueError(f"{owner}: positional must be one of {POSITIONALS}, got {positional!r}")
         if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int)
                                    or not 0 <= pad_id < vocab_size):
             raise ValueError(f"{owner}: pad_id must be an int in [0, {vocab_size}) or None, got {pad_id!r}")
@@ -88,9 +88,9 @@ class SequenceClassifier(nn.Module):
         self.embedding = nn.Embedding(vocab_size, dim)
         if pooling == "cls":
             self.cls_token = nn.Parameter(torch.randn(dim))
-        self.positions = _Positions(positional, slots, dim, owner)
+        self.positions = Positions(positional, slots, dim, owner)
         self.drop = nn.Dropout(dropout)
-        self.blocks = _blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=False,
+        self.blocks = build_blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=False,
                               max_len=slots, ffn_dim=ffn_dim, dropout=dropout)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
@@ -100,9 +100,9 @@ class SequenceClassifier(nn.Module):
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """``ids`` (B, N) integer, ``mask`` (B, N) bool or None -> logits (B, num_classes)."""
         owner = "SequenceClassifier"
-        ids = _check_ids(ids, self.vocab_size, self.max_len, owner)
+        ids = check_ids(ids, self.vocab_size, self.max_len, owner)
         if mask is not None:
-            mask = _check_mask(mask, ids, owner)
+            mask = check_mask(mask, ids, owner)
         elif self.pad_id is not None:
             mask = ids != self.pad_id
         x = self.embedding(ids)
@@ -111,7 +111,7 @@ class SequenceClassifier(nn.Module):
             if mask is not None:
                 mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
         x = self.drop(self.positions(x))
-        block_mask = _block_mask(mask, self.mixer_names, owner)
+        block_mask = mask_for_blocks(mask, self.mixer_names, owner)
         for block in self.blocks:
             x = block(x, block_mask)
         x = self.norm(x)

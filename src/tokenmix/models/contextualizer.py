@@ -11,7 +11,8 @@ import torch.nn as nn
 from torch import Tensor
 
 from ..registry import create_mixer, mixer_info
-from .layers import _check_dropout, _check_ids, _check_mask, _check_positive_int, sinusoidal_positions
+from ..validate import check_positive_int
+from .layers import check_dropout, check_ids, check_mask, sinusoidal_positions
 
 __all__ = ["ContextualizerClassifier"]
 
@@ -81,10 +82,10 @@ class ContextualizerClassifier(nn.Module):
         owner = "ContextualizerClassifier"
         for value, what in ((vocab_size, "vocab_size"), (num_classes, "num_classes"), (dim, "dim"),
                             (max_len, "max_len")):
-            _check_positive_int(value, what, owner)
+            check_positive_int(value, what, owner)
         if isinstance(pos_dim, bool) or not isinstance(pos_dim, int) or pos_dim < 0:
             raise ValueError(f"{owner}: pos_dim must be a non-negative int, got {pos_dim!r}")
-        _check_dropout(dropout, owner)
+        check_dropout(dropout, owner)
         if embeddings not in _EMBEDDINGS:
             raise ValueError(f"{owner}: embeddings must be one of {_EMBEDDINGS}, got {embeddings!r}")
         if mixer_options is not None and not isinstance(mixer_options, dict):
@@ -118,7 +119,7 @@ class ContextualizerClassifier(nn.Module):
 
     def encode(self, ids: Tensor) -> Tensor:
         """Eq. (1): ``ids`` (B, N) -> x (B, N, dim + pos_dim), word vector then position encoding."""
-        ids = _check_ids(ids, self.vocab_size, self.max_len, "ContextualizerClassifier")
+        ids = check_ids(ids, self.vocab_size, self.max_len, "ContextualizerClassifier")
         words = self.word_vectors[ids] if self.embedding is None else self.embedding(ids)
         if self.positions is None:
             return words
@@ -128,9 +129,9 @@ class ContextualizerClassifier(nn.Module):
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """``ids`` (B, N) integer, ``mask`` (B, N) bool or None -> logits (B, num_classes)."""
         owner = "ContextualizerClassifier"
-        ids = _check_ids(ids, self.vocab_size, self.max_len, owner)
+        ids = check_ids(ids, self.vocab_size, self.max_len, owner)
         if mask is not None:
-            mask = _check_mask(mask, ids, owner)
+            mask = check_mask(mask, ids, owner)
         x = self.encode(ids)
         c = self.contextualizer.context(x, mask)  # c^(K), (B, width)
         return self.head(self.drop(c))

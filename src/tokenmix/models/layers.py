@@ -28,13 +28,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..registry import create_mixer, mixer_info
-from ..validate import check_positive_int as _check_positive_int
+from ..validate import check_positive_int
 from .patterns import layer_mixers
 
-__all__ = ["sinusoidal_positions", "FeedForward", "Block"]
+__all__ = ["sinusoidal_positions", "FeedForward", "Block", "Positions", "build_blocks", "mask_for_blocks",
+           "mixer_kwargs", "check_dropout", "check_ids", "check_mask", "check_init_std", "POOLINGS", "POSITIONALS"]
 
-_POSITIONALS = ("sinusoidal", "learned", "none")
-_POOLINGS = ("cls", "mean", "first")
+POSITIONALS = ("sinusoidal", "learned", "none")
+POOLINGS = ("cls", "mean", "first")
 _ACTIVATIONS = ("relu", "gelu")
 
 
@@ -43,12 +44,12 @@ _ACTIVATIONS = ("relu", "gelu")
 # ------------------------------------------------------------------------------------------------
 
 
-def _check_dropout(p: float, owner: str) -> None:
+def check_dropout(p: float, owner: str) -> None:
     if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
         raise ValueError(f"{owner}: dropout must be in [0, 1), got {p!r}")
 
 
-def _check_ids(ids: object, vocab_size: int, max_len: int, owner: str) -> Tensor:
+def check_ids(ids: object, vocab_size: int, max_len: int, owner: str) -> Tensor:
     """ids must be a (B, N) integer tensor with 1 <= N <= max_len and values in [0, vocab_size)."""
     if not isinstance(ids, Tensor):
         raise ValueError(f"{owner}: ids must be a torch.Tensor of token indices, got {type(ids).__name__}")
@@ -66,7 +67,7 @@ def _check_ids(ids: object, vocab_size: int, max_len: int, owner: str) -> Tensor
     return ids.long()
 
 
-def _check_mask(mask: object, ids: Tensor, owner: str) -> Tensor:
+def check_mask(mask: object, ids: Tensor, owner: str) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
         raise ValueError(f"{owner}: mask must be a bool tensor (True = real token), got {got}")
@@ -77,7 +78,7 @@ def _check_mask(mask: object, ids: Tensor, owner: str) -> Tensor:
     return mask
 
 
-def _mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner: str) -> dict[str, object]:
+def mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner: str) -> dict[str, object]:
     """The common create_mixer arguments a model passes, decided from ``mixer_info`` alone.
 
     ``num_heads`` is the model's head count: passed to every mechanism with heads and not to those without
@@ -93,7 +94,7 @@ def _mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner:
         raise ValueError(f"{owner}: mixer {mixer!r} is spatial (it needs a 2-D grid) and cannot mix a 1-D sequence")
     kwargs: dict[str, object] = {}
     if num_heads is not None:
-        _check_positive_int(num_heads, "num_heads", owner)
+        check_positive_int(num_heads, "num_heads", owner)
     if info.heads(num_heads) is not None:
         kwargs["num_heads"] = num_heads
     if max_len is not None:
@@ -103,7 +104,7 @@ def _mixer_kwargs(mixer: str, num_heads: int | None, max_len: int | None, owner:
     return kwargs
 
 
-def _block_mask(mask: Tensor | None, mixers: list[str], owner: str) -> Tensor | None:
+def mask_for_blocks(mask: Tensor | None, mixers: list[str], owner: str) -> Tensor | None:
     """None when nothing is padded (so mechanisms without mask support still run); else the mask."""
     if mask is None or bool(mask.all()):
         return None
@@ -113,13 +114,13 @@ def _block_mask(mask: Tensor | None, mixers: list[str], owner: str) -> Tensor | 
     return mask
 
 
-def _check_init_std(init_std: object, owner: str) -> None:
+def check_init_std(init_std: object, owner: str) -> None:
     if init_std is not None and (isinstance(init_std, bool) or not isinstance(init_std, (int, float))
                                  or not math.isfinite(init_std) or init_std <= 0):
         raise ValueError(f"{owner}: init_std must be a positive float or None, got {init_std!r}")
 
 
-def _blocks(dim: int, mixer: object, depth: int, mixer_options: dict[str, object] | None, owner: str,
+def build_blocks(dim: int, mixer: object, depth: int, mixer_options: dict[str, object] | None, owner: str,
             **block_args: object) -> nn.ModuleList:
     """``depth`` :class:`Block` s, layer ``i`` with the ``i``-th mixer of the pattern (see
     :mod:`tokenmix.models.patterns`)."""
@@ -137,8 +138,8 @@ def sinusoidal_positions(n: int, dim: int) -> Tensor:
     that
     of Transformer").
     """
-    _check_positive_int(n, "n", "sinusoidal_positions")
-    _check_positive_int(dim, "dim", "sinusoidal_positions")
+    check_positive_int(n, "n", "sinusoidal_positions")
+    check_positive_int(dim, "dim", "sinusoidal_positions")
     position = torch.arange(n, dtype=torch.float64)[:, None]
     inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float64) * (-math.log(10000.0) / dim))
     angles = position * inv_freq  # (n, ceil(dim / 2))
@@ -148,13 +149,13 @@ def sinusoidal_positions(n: int, dim: int) -> Tensor:
     return pe.to(torch.get_default_dtype())
 
 
-class _Positions(nn.Module):
+class Positions(nn.Module):
     """Additive positions for the first ``n`` slots: sinusoidal (a buffer), learned, or none."""
 
     def __init__(self, kind: str, max_len: int, dim: int, owner: str) -> None:
         super().__init__()
-        if kind not in _POSITIONALS:
-            raise ValueError(f"{owner}: positional must be one of {_POSITIONALS}, got {kind!r}")
+        if kind not in POSITIONALS:
+            raise ValueError(f"{owner}: positional must be one of {POSITIONALS}, got {kind!r}")
         self.kind = kind
         self.max_len = max_len
         if kind == "learned":
@@ -186,9 +187,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, dim: int, hidden: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
-        _check_positive_int(dim, "dim", "FeedForward")
-        _check_positive_int(hidden, "hidden", "FeedForward")
-        _check_dropout(dropout, "FeedForward")
+        check_positive_int(dim, "dim", "FeedForward")
+        check_positive_int(hidden, "hidden", "FeedForward")
+        check_dropout(dropout, "FeedForward")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"FeedForward: activation must be one of {_ACTIVATIONS}, got {activation!r}")
         self.fc1 = nn.Linear(dim, hidden)
@@ -233,11 +234,11 @@ class Block(nn.Module):
         mixer_options: dict[str, object] | None = None,
     ) -> None:
         super().__init__()
-        _check_positive_int(dim, "dim", "Block")
-        _check_dropout(dropout, "Block")
+        check_positive_int(dim, "dim", "Block")
+        check_dropout(dropout, "Block")
         if mixer_options is not None and not isinstance(mixer_options, dict):
             raise ValueError(f"Block: mixer_options must be a dict or None, got {type(mixer_options).__name__}")
-        kwargs = _mixer_kwargs(mixer, num_heads, max_len, "Block")
+        kwargs = mixer_kwargs(mixer, num_heads, max_len, "Block")
         self.mixer_name = mixer
         self.own_residual = mixer_info(mixer).residual
         self.ln1 = nn.Identity() if self.own_residual else nn.LayerNorm(dim)

@@ -11,7 +11,8 @@ from torch import Tensor
 
 from ..ops.init import normal_init_
 from ..registry import mixer_info
-from .layers import _blocks, _check_dropout, _check_ids, _check_init_std, _check_positive_int
+from ..validate import check_positive_int
+from .layers import build_blocks, check_dropout, check_ids, check_init_std
 from .patterns import pattern_names
 
 __all__ = ["CausalLM"]
@@ -53,9 +54,9 @@ class CausalLM(nn.Module):
         super().__init__()
         owner = "CausalLM"
         for value, what in ((vocab_size, "vocab_size"), (dim, "dim"), (depth, "depth"), (max_len, "max_len")):
-            _check_positive_int(value, what, owner)
-        _check_dropout(dropout, owner)
-        _check_init_std(init_std, owner)
+            check_positive_int(value, what, owner)
+        check_dropout(dropout, owner)
+        check_init_std(init_std, owner)
         self.vocab_size = vocab_size
         self.mixer_names = pattern_names(mixer, owner)
         self.dim = dim
@@ -64,7 +65,7 @@ class CausalLM(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, dim)   # W[emb_tok], eq. 4
         self.position_embedding = nn.Embedding(max_len, dim)   # W[emb_pos], eq. 5
         self.drop = nn.Dropout(dropout)                        # eq. 7
-        self.blocks = _blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=True,
+        self.blocks = build_blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=True,
                               max_len=max_len, ffn_dim=ffn_dim, dropout=dropout)
         self.norm = nn.LayerNorm(dim)                          # eq. 21 layernorm
         self.head = nn.Linear(dim, vocab_size)                 # W[soft], b[soft], eq. 21
@@ -79,7 +80,7 @@ class CausalLM(nn.Module):
 
     def embed(self, ids: Tensor) -> Tensor:
         """``X[emb_tok] + X[emb_pos]`` (eqs. 4-5), times ``sqrt(dim)`` when ``scale_embedding``; no dropout."""
-        ids = _check_ids(ids, self.vocab_size, self.max_len, "CausalLM")
+        ids = check_ids(ids, self.vocab_size, self.max_len, "CausalLM")
         positions = torch.arange(ids.shape[1], device=ids.device)
         x = self.token_embedding(ids) + self.position_embedding(positions)
         return x * math.sqrt(self.dim) if self.scale_embedding else x
@@ -116,7 +117,7 @@ class CausalLM(nn.Module):
         while generating. The learned positions cap ``P + max_new_tokens`` at ``max_len``.
         """
         owner = "CausalLM.generate"
-        ids = _check_ids(prompt_ids, self.vocab_size, self.max_len, owner)
+        ids = check_ids(prompt_ids, self.vocab_size, self.max_len, owner)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"{owner}: max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
         if ids.shape[1] + max_new_tokens > self.max_len:

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..registry import create_mixer, mixer_info
-from .layers import _block_mask, _check_dropout, _check_ids, _check_mask, _check_positive_int, _mixer_kwargs, _Positions
+from ..validate import check_positive_int
+from .layers import Positions, check_dropout, check_ids, check_mask, mask_for_blocks, mixer_kwargs
 
 __all__ = ["RelationNet"]
 
@@ -77,10 +78,10 @@ class RelationNet(nn.Module):
         owner = "RelationNet"
         for value, what in ((vocab_size, "vocab_size"), (num_classes, "num_classes"), (dim, "dim"),
                             (max_len, "max_len")):
-            _check_positive_int(value, what, owner)
+            check_positive_int(value, what, owner)
         if inner_dim is not None:
-            _check_positive_int(inner_dim, "inner_dim", owner)
-        _check_dropout(dropout, owner)
+            check_positive_int(inner_dim, "inner_dim", owner)
+        check_dropout(dropout, owner)
         if init not in ("glorot", "default"):
             raise ValueError(f"{owner}: init must be 'glorot' or 'default', got {init!r}")
         if mixer_options is not None and not isinstance(mixer_options, dict):
@@ -90,13 +91,13 @@ class RelationNet(nn.Module):
         self.mixer_name = mixer
         self.max_len = max_len
         self.embedding = nn.Embedding(vocab_size, dim)
-        self.positions = _Positions("sinusoidal", max_len, dim, owner)
-        kwargs = _mixer_kwargs(mixer, num_heads, max_len, owner)
+        self.positions = Positions("sinusoidal", max_len, dim, owner)
+        kwargs = mixer_kwargs(mixer, num_heads, max_len, owner)
         options = {**_depth_options(mixer, inner_dim), **(mixer_options or {})}
         self.mixer = create_mixer(mixer, dim, causal=False, **kwargs, **options)
         width = getattr(self.mixer, "out_dim", dim)
         hidden = width if hidden is None else hidden
-        _check_positive_int(hidden, "hidden", owner)
+        check_positive_int(hidden, "hidden", owner)
         self.pointwise = nn.Linear(width, hidden)
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, num_classes)
@@ -118,11 +119,11 @@ class RelationNet(nn.Module):
         The first token's vector is zero when the first token is padding (see the module docstring).
         """
         owner = "RelationNet"
-        ids = _check_ids(ids, self.vocab_size, self.max_len, owner)
+        ids = check_ids(ids, self.vocab_size, self.max_len, owner)
         if mask is not None:
-            mask = _check_mask(mask, ids, owner)
+            mask = check_mask(mask, ids, owner)
         h = self.positions(self.embedding(ids))
-        h = self.mixer(h, _block_mask(mask, [self.mixer_name], owner))
+        h = self.mixer(h, mask_for_blocks(mask, [self.mixer_name], owner))
         first = F.relu(self.pointwise(h[:, 0]))  # the point-wise layer, needed only at the first token
         if mask is not None:
             first = first * mask[:, :1].to(first.dtype)

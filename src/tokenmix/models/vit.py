@@ -34,12 +34,13 @@ from torch import Tensor
 from ..mixers.base import autocast_enabled
 from ..ops.init import normal_init_
 from ..registry import create_mixer, mixer_info
-from .layers import FeedForward, _check_dropout, _check_init_std, _check_positive_int
+from ..validate import check_positive_int
+from .layers import FeedForward, check_dropout, check_init_std
 from .patterns import layer_mixers, pattern_names
 
 __all__ = ["ViT"]
 
-_POOLINGS = ("cls", "mean")
+POOLINGS = ("cls", "mean")
 
 
 def _pair(value: object, what: str, owner: str) -> tuple[int, int]:
@@ -48,9 +49,9 @@ def _pair(value: object, what: str, owner: str) -> tuple[int, int]:
         if len(value) != 2:
             raise ValueError(f"{owner}: {what} must be an int or a pair (H, W), got {value!r}")
         for v in value:
-            _check_positive_int(v, what, owner)
+            check_positive_int(v, what, owner)
         return int(value[0]), int(value[1])
-    _check_positive_int(value, what, owner)
+    check_positive_int(value, what, owner)
     return int(value), int(value)
 
 
@@ -136,11 +137,11 @@ class ViT(nn.Module):
         self.image_size = _pair(image_size, "image_size", owner)
         self.patch_size = _pair(patch_size, "patch_size", owner)
         for value, what in ((in_chans, "in_chans"), (num_classes, "num_classes"), (dim, "dim"), (depth, "depth")):
-            _check_positive_int(value, what, owner)
+            check_positive_int(value, what, owner)
         if num_heads is not None:
-            _check_positive_int(num_heads, "num_heads", owner)
-        _check_dropout(dropout, owner)
-        _check_init_std(init_std, owner)
+            check_positive_int(num_heads, "num_heads", owner)
+        check_dropout(dropout, owner)
+        check_init_std(init_std, owner)
         if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio <= 0:
             raise ValueError(f"{owner}: mlp_ratio must be a positive number, got {mlp_ratio!r}")
         hidden = max(1, round(mlp_ratio * dim))
@@ -158,8 +159,8 @@ class ViT(nn.Module):
         spatial = spatial.pop()
         if pooling is None:
             pooling = "mean" if spatial else "cls"
-        if pooling not in _POOLINGS:
-            raise ValueError(f"{owner}: pooling must be one of {_POOLINGS}, got {pooling!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"{owner}: pooling must be one of {POOLINGS}, got {pooling!r}")
         if spatial and pooling == "cls":
             raise ValueError(f"{owner}: mixer {mixer!r} is spatial: it mixes the patch grid, which has no place "
                              f"for a CLS token; use pooling='mean'")
