@@ -84,7 +84,8 @@ def test_exact_values_sign_test_wilcoxon():
     assert stats.mann_whitney_greater([4, 5, 6], [1, 2, 3]) == pytest.approx(0.05)
     assert stats.mann_whitney_greater([1.0, 1.0], [1.0, 1.0]) == pytest.approx(1.0)
     assert stats.mann_whitney_greater([math.inf, math.inf], [1.0, 2.0]) == pytest.approx(1 / 6)
-    assert stats.mann_whitney_greater([2.0], [1.0, 2.0, 3.0]) == pytest.approx(enumerated_mann_whitney([2.0], [1, 2, 3]))
+    assert stats.mann_whitney_greater([2.0], [1.0, 2.0, 3.0]) == \
+        pytest.approx(enumerated_mann_whitney([2.0], [1, 2, 3]))
     assert stats.sign_test_greater(4, 5) == pytest.approx(sps.binomtest(4, 5, alternative="greater").pvalue)
     d = [0.3, -0.1, 0.5, 0.25, 0.7, 0.05]
     assert stats.wilcoxon_greater(d) == pytest.approx(sps.wilcoxon(d, alternative="greater", method="exact").pvalue)
@@ -266,8 +267,8 @@ def test_tokenmix_report_end_to_end(tmp_path):
                  "--no-plots"]) == 0
     text = out.read_text()
     assert "## Summary" in text and "Verdicts per paper" in text and "*(added)*" in text
-    assert "| `001-kerformer-listops` | Kerformer's step time grows linearly with N (log-log slope ≤ 1.2, N = 256-4,096) " \
-           "*(added)* | **holds** |" in text  # from the committed harness CSV
+    assert "| `001-kerformer-listops` | Kerformer's step time grows linearly with N (log-log slope ≤ 1.2, " \
+           "N = 256-4,096) *(added)* | **holds** |" in text  # from the committed harness CSV
     assert "`tokenmix steptime --config experiments/000-time-to-accuracy.toml`" in text
     assert "![" not in text  # --no-plots
 
