@@ -14,12 +14,12 @@ new token); prints both wall times, the speed-up, and whether the tokens are ide
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 import tokenmix
 from tokenmix.models import CausalLM
+from tokenmix.timing import measure
 
 
 def main() -> None:
@@ -45,9 +45,10 @@ def main() -> None:
         prompt = torch.randint(0, args.vocab, (args.batch, args.prompt))
         times, outputs = {}, {}
         for use_step in (True, False):
-            start = time.perf_counter()
-            outputs[use_step] = model.generate(prompt, args.new_tokens, seed=0, use_step=use_step)
-            times[use_step] = time.perf_counter() - start
+            def generate(use_step: bool = use_step) -> None:
+                outputs[use_step] = model.generate(prompt, args.new_tokens, seed=0, use_step=use_step)
+
+            times[use_step] = measure(generate, repeats=1, threads=None).median  # one call: its wall time
         same = torch.equal(outputs[True], outputs[False])
         print(f"{name:14s} {times[True]:8.2f} {times[False]:12.2f} {times[False] / times[True]:8.1f}x  {same}",
               flush=True)

@@ -10,25 +10,27 @@ respect to the direct ones (max |difference| / max |direct|).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 import tokenmix
+from tokenmix.timing import measure
 
 EXTRACTORS = ["extractor_me", "extractor_we", "extractor_he", "extractor_she"]
 
 
 def fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, repeats: int) -> tuple[float, torch.Tensor, torch.Tensor]:
-    times = []
-    for _ in range(repeats):
+    """The median seconds of ``repeats`` forward+backward passes (no warm-up), the last output and gradient."""
+    last = []
+
+    def step() -> None:
         x.grad = None
-        start = time.perf_counter()
         y = mixer(x)
         y.square().sum().backward()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), y.detach(), x.grad.clone()
+        last[:] = [y.detach()]
+
+    seconds = measure(step, repeats=repeats, threads=None).median
+    return seconds, last[0], x.grad.clone()
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:

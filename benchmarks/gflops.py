@@ -16,30 +16,19 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
 
 import torch
 from projection_overhead import build, grows_linearly  # same folder: run as python benchmarks/gflops.py
 
 import tokenmix
 from tokenmix.ops.spatial import square_grid
-
-
-def median_seconds(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from tokenmix.timing import measure
 
 
 def gemm_gflops(size: int, repeats: int) -> float:
     """fp32 GEMM rate of (size x size) @ (size x size), in GFLOP/s (2 size^3 operations)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
-    return 2 * size**3 / median_seconds(lambda: a @ b, repeats) / 1e9
+    return 2 * size**3 / measure(lambda: a @ b, repeats=repeats, warmup=1, threads=None).median / 1e9
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
         flops = count.mults + count.adds + count.divs + count.exps
         x = torch.randn(1, length, args.dim)
         with torch.no_grad():
-            seconds = median_seconds(lambda: mixer(x, hw=n) if n else mixer(x), args.repeats)
+            seconds = measure(lambda: mixer(x, hw=n) if n else mixer(x), repeats=args.repeats, warmup=1,
+                              threads=None).median
         rate = flops / seconds / 1e9
         print(f"| {name} | {flops / 1e9:.2f} | {1e3 * seconds:,.0f} | {rate:.1f} | {rate / gemm:.2f} |", flush=True)
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+from types import ModuleType
 
 import torch
 import torch.nn as nn
@@ -68,6 +68,17 @@ def build(implementation: str, causal: bool) -> nn.Module:
     raise ValueError(f"peers: unknown implementation {implementation!r}")
 
 
+def _timing() -> ModuleType:
+    """This checkout's ``tokenmix.timing``, loaded from its file: when PYTHONPATH points ``tokenmix`` at another
+    checkout (``--columns``), that checkout's mixers are still timed by this checkout's helper."""
+    spec = importlib.util.spec_from_file_location("peers_timing", Path(__file__).resolve().parents[1] / "src" /
+                                                  "tokenmix" / "timing.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def measure(implementation: str, causal: bool, length: int, repeats: int, threads: int) -> dict[str, float]:
     """Median forward + backward time (ms) and peak memory above the start (MiB) of one case, in this process."""
     from tokenmix.procmem import PeakRSS
@@ -76,17 +87,17 @@ def measure(implementation: str, causal: bool, length: int, repeats: int, thread
     torch.manual_seed(0)
     module = build(implementation, causal)
     x = torch.randn(1, length, DIM, requires_grad=True)
+    timing = _timing()  # loaded before the peak starts: its imports are not the case's memory
     peak = PeakRSS()
     peak.start()
-    times = []
-    for i in range(repeats + 1):
+
+    def step() -> None:
         x.grad = None
         module.zero_grad(set_to_none=True)
-        start = time.perf_counter()
         module(x).square().mean().backward()
-        if i:
-            times.append(time.perf_counter() - start)
-    return {"time_ms": 1e3 * statistics.median(times), "peak_mem_mb": peak.peak_mb()}
+
+    seconds = timing.measure(step, repeats=repeats, warmup=1, threads=threads).median
+    return {"time_ms": 1e3 * seconds, "peak_mem_mb": peak.peak_mb()}
 
 
 def run_case(implementation: str, causal: bool, length: int, repeats: int, threads: int,

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
+from typing import Callable
 
 import torch
 import torch.nn as nn
 
 import tokenmix
 from tokenmix.ops.spatial import square_grid
+from tokenmix.timing import measure
 
 
 def build(name: str, dim: int, heads: int, length: int, window: int, causal: bool) -> nn.Module:
@@ -48,15 +48,13 @@ def grows_linearly(name: str, dim: int, length: int, window: int) -> bool:
     return count(2 * length) < 2.2 * count(length)
 
 
-def fwd_bwd_time(fn, x: torch.Tensor, repeats: int) -> float:
-    times = []
-    for i in range(repeats + 1):
+def fwd_bwd_time(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, repeats: int) -> float:
+    """The median seconds of ``repeats`` forward+backward passes of ``fn`` on ``x`` after one warm-up."""
+    def step() -> None:
         x.grad = None
-        start = time.perf_counter()
         fn(x).square().mean().backward()
-        if i:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+
+    return measure(step, repeats=repeats, warmup=1, threads=None).median
 
 
 def projection_inputs(mixer: nn.Module, run, x: torch.Tensor) -> list[tuple[nn.Linear, torch.Size]]:

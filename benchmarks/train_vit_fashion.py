@@ -20,7 +20,6 @@ or ``--data DIR`` / ``$TOKENMIX_DATA`` pointing at the four IDX files).
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 import tokenmix
 from tokenmix.data import load_fashion_mnist, normalize_images
 from tokenmix.models import ViT
+from tokenmix.timing import measure
 
 WINDOW = 50  # steps averaged for the "first" and "last" training loss
 
@@ -86,17 +86,20 @@ def run_one(name: str, args: argparse.Namespace, data: tuple, batches: list[torc
         return None
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    losses = []
-    start = time.perf_counter()
-    model.train()
-    for idx in batches:
-        loss = F.cross_entropy(model(normalize_images(train_x[idx])), train_y[idx])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    acc = accuracy(model, test_x, test_y)
-    seconds = time.perf_counter() - start
+    losses, accuracies = [], []
+
+    def train_and_test() -> None:
+        model.train()
+        for idx in batches:
+            loss = F.cross_entropy(model(normalize_images(train_x[idx])), train_y[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        accuracies.append(accuracy(model, test_x, test_y))
+
+    seconds = measure(train_and_test, repeats=1, threads=None).median  # one call: the wall time of the run
+    acc = accuracies[0]
     first = sum(losses[:WINDOW]) / len(losses[:WINDOW])
     last = sum(losses[-WINDOW:]) / len(losses[-WINDOW:])
     print(f"{name}: {params:,} params, pooling {model.pooling}; loss first-{WINDOW} {first:.4f}, "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import torch
 
@@ -215,17 +214,22 @@ def _fit(headers: list[str], rows: list[list[str]], width: int) -> list[list[str
 
 
 def _time_fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, repeats: int) -> tuple[float, bool]:
+    """The median ms of ``repeats`` forward+backward passes after one warm-up (:func:`tokenmix.timing.measure`,
+    torch's current threads), and whether every pass's output and input gradient were finite."""
+    from .timing import measure  # torch.utils.benchmark takes about 0.2 s to import: only where it is used
+
     spatial = mixer.info.spatial
-    times, finite = [], True
-    for _ in range(repeats + 1):  # the first run warms up
+    outputs = []
+
+    def fwd_bwd() -> None:
         x.grad = None
-        start = time.perf_counter()
         y = mixer(x, hw=square_grid(x.shape[1])) if spatial else mixer(x, mask)
         y.square().mean().backward()
-        times.append(time.perf_counter() - start)
-        finite = finite and bool(torch.isfinite(y).all()) and bool(torch.isfinite(x.grad).all())
-    times = sorted(times[1:])
-    return 1000 * times[len(times) // 2], finite
+        outputs.append((y.detach(), x.grad))
+
+    timing = measure(fwd_bwd, repeats=repeats, warmup=1, threads=None)
+    finite = all(bool(torch.isfinite(y).all()) and bool(torch.isfinite(grad).all()) for y, grad in outputs)
+    return 1000 * timing.median, finite
 
 
 def cmd_demo(args: argparse.Namespace) -> None:

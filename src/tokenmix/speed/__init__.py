@@ -11,7 +11,8 @@ is one mixer, length, pass and value range:
 * pass ``fwd`` is a forward pass under ``torch.no_grad()`` (inference), ``fwdbwd`` a forward pass and the
   backward pass of ``y.sum()`` into the input and the parameters (gradients are reset between passes);
 * the first (cold) pass measures the peak memory, then ``warmup`` passes, then ``repeats`` timed passes;
-  the time is their median (CUDA is synchronised around each pass);
+  the time is their median, by :func:`tokenmix.timing.measure` (the accelerator is synchronised around each
+  pass);
 * memory on CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` minus the memory
   allocated before the pass; on the CPU: the peak resident set size (``VmHWM``, reset through
   ``/proc/self/clear_refs`` just before the pass) over the resident size taken after the mixer and the input

@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -26,6 +25,7 @@ import torch
 from ..ops.spatial import square_grid
 from ..procmem import PeakRSS, proc_status_kb, synchronize
 from ..registry import create_mixer, mixer_info
+from ..timing import Deadline, DeadlinePassed, measure
 from .record import CaseResult, Status
 from .settings import DTYPES, SpeedCase
 
@@ -48,8 +48,7 @@ MEM_METHODS = {
 Pass = Callable[[], None]
 
 
-class CaseTimeout(Exception):
-    """A case ran past its time budget."""
+CaseTimeout = DeadlinePassed  # a case ran past its time budget (its Deadline)
 
 
 def classify(exc: BaseException) -> CaseResult:
@@ -106,14 +105,6 @@ def build_pass(case: SpeedCase, length: int) -> Pass:
 
 
 # -- time and memory ----------------------------------------------------------------------------------------
-
-def _timed_ms(run: Pass, device: torch.device) -> float:
-    synchronize(device)
-    start = time.perf_counter()
-    run()
-    synchronize(device)
-    return 1000 * (time.perf_counter() - start)
-
 
 def _glibc(function: str) -> Callable[..., int] | None:
     """A glibc allocator function (``malloc_trim``, ``mallopt``), or None where the C library is not glibc."""
@@ -190,29 +181,19 @@ def _cuda_peak_mb(run: Pass, device: torch.device) -> tuple[float, str]:
 
 def measure_case(case: SpeedCase) -> CaseResult:
     """Build the mixer and the input, then the cold (memory) pass, the warm-up and the timed repeats, in this
-    process. Raises :class:`CaseTimeout` when the case runs past ``case.timeout`` seconds (checked after each
-    pass), and whatever the mixer raises (e.g. ``torch.OutOfMemoryError``)."""
-    deadline = time.perf_counter() + case.timeout
+    process; the warm-up and timed passes are :func:`tokenmix.timing.measure`'s (by count, ``case.threads``).
+    Raises :class:`CaseTimeout` when the case runs past ``case.timeout`` seconds (checked after each pass), and
+    whatever the mixer raises (e.g. ``torch.OutOfMemoryError``)."""
+    deadline = Deadline(case.timeout)
     device = torch.device(case.device)
     run = build_pass(case, case.length)
-
-    def check(done: str) -> None:
-        if time.perf_counter() > deadline:
-            raise CaseTimeout(f"past the {case.timeout:g} s budget after {done}")
-
     if device.type == "cuda":
         peak_mb, method = _cuda_peak_mb(run, device)
     else:
         peak_mb, method = _cpu_peak_mb(run, case.isolated)
-    check("the cold pass")
-    for _ in range(case.warmup):
-        run()
-        check("a warm-up pass")
-    times = []
-    for _ in range(case.repeats):
-        times.append(_timed_ms(run, device))
-        check(f"{len(times)} timed pass(es)")
-    return CaseResult.measured(times, peak_mb, method)
+    deadline.check("the cold pass")
+    timing = measure(run, repeats=case.repeats, warmup=case.warmup, threads=case.threads, deadline=deadline)
+    return CaseResult.measured([1000 * t for t in timing.times], peak_mb, method)
 
 
 def run_in_process(case: SpeedCase) -> CaseResult:
