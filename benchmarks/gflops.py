@@ -21,6 +21,7 @@ import torch
 from projection_overhead import build, grows_linearly  # same folder: run as python benchmarks/gflops.py
 
 import tokenmix
+from tokenmix.counting import count_ops
 from tokenmix.ops.spatial import square_grid
 from tokenmix.timing import measure
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         mixer = build(name, args.dim, args.heads, args.length, args.window, causal=not info.bidirectional)
         n = square_grid(args.length) if info.spatial else None
         length = n[0] * n[1] if n else args.length
-        count = mixer.count_ops(length, hw=n)
+        count = count_ops(mixer, length, hw=n)
         flops = count.mults + count.adds + count.divs + count.exps
         x = torch.randn(1, length, args.dim)
         with torch.no_grad():

@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 
 import tokenmix
+from tokenmix.counting import count_ops
 from tokenmix.ops.spatial import square_grid
 from tokenmix.timing import measure
 
@@ -43,7 +44,7 @@ def grows_linearly(name: str, dim: int, length: int, window: int) -> bool:
     mixer = build(name, dim, 1, 2 * length, window, causal=not info.bidirectional)
 
     def count(n: int) -> int:
-        return mixer.count_ops(n, hw=square_grid(n) if info.spatial else None).total
+        return count_ops(mixer, n, hw=square_grid(n) if info.spatial else None).total
 
     return count(2 * length) < 2.2 * count(length)
 

@@ -15,8 +15,17 @@ import torch
 
 import tokenmix
 from conftest import modes, sequence_mixers
-from tokenmix.counting import CountResult, count_mixer, count_table, format_counts, write_counts_csv
-from tokenmix.ops.opcounts import OpCounts, attention_pairs_ops, softmax_attention_ops
+from tokenmix.counting import (
+    CountResult,
+    OpCounts,
+    count_mixer,
+    count_ops,
+    count_step_ops,
+    count_table,
+    format_counts,
+    write_counts_csv,
+)
+from tokenmix.counting.opcounts import attention_pairs_ops, softmax_attention_ops
 from tokenmix.ops.spatial import square_grid
 
 # -- (1) 004 Table 7: d = l = 128, pure arithmetic ---------------------------------------------------------
@@ -45,7 +54,7 @@ def test_table7_reproduced_exactly(name: str, heads: int) -> None:
 def test_table3_closed_forms() -> None:
     """Table 3's simplified training formulas for attention at other sizes (n heads, causal, bias=False)."""
     for d, length, n in ((16, 24, 1), (32, 20, 4), (64, 9, 8)):
-        c = tokenmix.create_mixer("softmax", d, num_heads=n, causal=True, max_len=length).count_ops(length)
+        c = count_ops(tokenmix.create_mixer("softmax", d, num_heads=n, causal=True, max_len=length), length)
         assert c == OpCounts(mults=length**2 * d + 4 * length * d**2 + length * d,
                              adds=length**2 * d + 4 * length * d**2 - 4 * length * d - length * n,
                              divs=n * length**2 + n * length, exps=(n * length**2 + n * length) // 2)
@@ -58,7 +67,7 @@ STEP_CASES = [(1, 16), (7, 32), (50, 64), (128, 128)]
 
 @pytest.mark.parametrize("t,d", STEP_CASES)
 def test_table5_attention_step(t: int, d: int) -> None:
-    one = tokenmix.create_mixer("softmax", d, num_heads=1, causal=True, max_len=128).count_step_ops(t)
+    one = count_step_ops(tokenmix.create_mixer("softmax", d, num_heads=1, causal=True, max_len=128), t)
     # Table 5 as printed (its simplification holds for n = 1)
     assert one == OpCounts(mults=2 * t * d + 4 * d * d, adds=2 * t * d - t + t + 4 * d * d - 5 * d - 1,
                            divs=2 * t, exps=t)
@@ -68,7 +77,7 @@ def test_table5_attention_step(t: int, d: int) -> None:
         if d % n:
             continue
         e = d // n
-        step = tokenmix.create_mixer("softmax", d, num_heads=n, causal=True, max_len=128).count_step_ops(t)
+        step = count_step_ops(tokenmix.create_mixer("softmax", d, num_heads=n, causal=True, max_len=128), t)
         table5_sum = (3 * (d - 1) * e + t * (e - 1) + (t - 1) * e + (t - 1)) * n + (d - 1) * d
         assert step == OpCounts(mults=(3 * d * e + 2 * t * e) * n + d * d, adds=table5_sum, divs=2 * t * n,
                                 exps=t * n)
@@ -84,14 +93,14 @@ def test_table5_6_extractor_steps(t: int, d: int) -> None:
         "extractor_me": (t * d, t * d - d),
     }
     for name, (mults, adds) in expected.items():
-        step = tokenmix.create_mixer(name, d, causal=True, max_len=128).count_step_ops(t)
+        step = count_step_ops(tokenmix.create_mixer(name, d, causal=True, max_len=128), t)
         assert step == OpCounts(mults=mults, adds=adds), name
 
 
 def test_extractor_step_beyond_the_taps_uses_l_taps() -> None:
     """The sliding window: past l = max_len tokens a step sums exactly l taps."""
     me = tokenmix.create_mixer("extractor_me", 8, causal=True, max_len=16)
-    assert me.count_step_ops(100) == me.count_step_ops(16) == OpCounts(mults=16 * 8, adds=15 * 8)
+    assert count_step_ops(me, 100) == count_step_ops(me, 16) == OpCounts(mults=16 * 8, adds=15 * 8)
 
 
 def test_opcount_helpers() -> None:
@@ -115,15 +124,15 @@ def _heads(name: str) -> int:
 @pytest.mark.parametrize("name,causal", _cases())
 def test_counts_positive_and_steps_sum_to_training(name: str, causal: bool) -> None:
     mixer = tokenmix.create_mixer(name, 16, num_heads=_heads(name), causal=causal, max_len=24)
-    c = mixer.count_ops(24)
+    c = count_ops(mixer, 24)
     for value in c.as_dict().values():
         assert isinstance(value, int) and not isinstance(value, bool) and value >= 0
     assert c.mults > 0 and c.adds > 0
     if not causal:
         with pytest.raises(ValueError, match=name):
-            mixer.count_step_ops(3)
+            count_step_ops(mixer, 3)
         return
-    steps = [mixer.count_step_ops(t) for t in range(1, 25)]
+    steps = [count_step_ops(mixer, t) for t in range(1, 25)]
     for s in steps:
         assert all(isinstance(v, int) and v >= 0 for v in s.as_dict().values()) and s.mults > 0
     # Causal training is token t's incremental work summed over t (KV cache / prefix state / shift register).
@@ -213,7 +222,7 @@ def _growth(name: str, causal: bool, length: int, dim: int = 16, **options: obje
     """count(2 l) / count(l) at fixed d (max_len fixed above both, so SE-K/taps/strides do not move)."""
     max_len = options.pop("max_len", 4 * length)
     mixer = tokenmix.create_mixer(name, dim, causal=causal, max_len=max_len, **options)
-    return mixer.count_ops(2 * length).total / mixer.count_ops(length).total
+    return count_ops(mixer, 2 * length).total / count_ops(mixer, length).total
 
 
 @pytest.mark.parametrize("name,causal", _cases())
@@ -235,10 +244,10 @@ def test_complexity_in_length(name: str, causal: bool) -> None:
 def test_step_cost_growth() -> None:
     """Inference: attention's step grows with t (KV cache), kernel/recurrent mixers' does not."""
     attn = tokenmix.create_mixer("softmax", 16, causal=True, max_len=4096)
-    assert attn.count_step_ops(4096).total > 10 * attn.count_step_ops(16).total
+    assert count_step_ops(attn, 4096).total > 10 * count_step_ops(attn, 16).total
     for name in ("linear", "performer", "cosformer", "relation", "average", "mlp"):
         m = tokenmix.create_mixer(name, 16, causal=True, max_len=4096)
-        assert m.count_step_ops(4096) == m.count_step_ops(2), name
+        assert count_step_ops(m, 4096) == count_step_ops(m, 2), name
 
 
 # -- (5) bad arguments -------------------------------------------------------------------------------------
@@ -267,17 +276,17 @@ def test_bad_arguments_name_the_mixer() -> None:
     mixer = tokenmix.create_mixer("relation", 8, causal=True, max_len=8)
     for bad in (0, -3, 2.0, True):
         with pytest.raises(ValueError, match="relation"):
-            mixer.count_ops(bad)
+            count_ops(mixer, bad)
         with pytest.raises(ValueError, match="relation"):
-            mixer.count_step_ops(bad)
+            count_step_ops(mixer, bad)
     with pytest.raises(ValueError, match="relation"):
-        mixer.count_ops(9)  # beyond max_len
+        count_ops(mixer, 9)  # beyond max_len
     with pytest.raises(ValueError, match="relation"):
-        mixer.count_ops(4, hw=(2, 2))  # hw is for spatial mixers
+        count_ops(mixer, 4, hw=(2, 2))  # hw is for spatial mixers
     sparse = tokenmix.create_mixer("sparse_strided", 8, causal=True)  # no stride, no max_len
-    assert sparse.count_ops(16).mults > 0
+    assert count_ops(sparse, 16).mults > 0
     with pytest.raises(ValueError, match="sparse_strided"):
-        sparse.count_step_ops(4)
+        count_step_ops(sparse, 4)
     with pytest.raises(ValueError, match="count_table"):
         count_table("softmax")
 

@@ -1,4 +1,4 @@
-"""Operation counts of the vision mixers (``count_ops(length, hw=...)``; issue 7, ``tokenmix count``):
+"""Operation counts of the vision mixers (``count_ops(mixer, length, hw=...)``; issue 7, ``tokenmix count``):
 "swin" (W-MSA and SW-MSA), "pvt", "twins_lsa", "twins_gsa", "scalable_ssa", "scalable_iwsa".
 
 1. The matrix-product/convolution part of each count, times 2, equals the FLOPs that
@@ -22,10 +22,7 @@ import pytest
 import torch
 
 import tokenmix
-from tokenmix.counting import flop_count
-from tokenmix.counts import grid_parts
-from tokenmix.ops.opcounts import OpCounts
-from tokenmix.ops.spatial_counts import gemm_mults, total
+from tokenmix.counting import OpCounts, count_ops, flop_count, gemm_mults, grid_parts, total
 
 DIM = 16
 # measured FLOPs / (mults + adds), for dim >= 16 (see the module docstring; observed 0.97-1.04).
@@ -60,7 +57,7 @@ def measured_flops(mixer: torch.nn.Module, hw: tuple[int, int]) -> int:
 
 
 def count(name: str, hw: tuple[int, int], heads: int = 2, dim: int = DIM, **options) -> OpCounts:
-    return make(name, heads, dim, **options).count_ops(hw[0] * hw[1], hw=hw)
+    return count_ops(make(name, heads, dim, **options), hw[0] * hw[1], hw=hw)
 
 
 def sdpa_padding_mults(mixer: torch.nn.Module, parts) -> int:
@@ -84,7 +81,7 @@ def test_gemm_part_equals_measured_flops(name, options, hw, heads):
     torch.manual_seed(0)
     mixer = make(name, heads, **options)
     parts = grid_parts(mixer, hw)
-    counts = mixer.count_ops(hw[0] * hw[1], hw=hw)
+    counts = count_ops(mixer, hw[0] * hw[1], hw=hw)
     assert counts == total(parts)
     assert all(isinstance(v, int) and v >= 0 for v in counts.as_dict().values())
     assert counts.exps > 0 and counts.divs > 0
@@ -164,8 +161,8 @@ def test_plain_attention_is_004_table_3_bidirectional(heads):
 
 def test_attention_core_agrees_with_the_shared_softmax_helper():
     """The vision mixers' attention parts agree with the shared per-head softmax attention count of
-    tokenmix.ops.opcounts (window: per window; reduction: N queries over N' keys)."""
-    from tokenmix.ops import opcounts
+    tokenmix.counting.opcounts (window: per window; reduction: N queries over N' keys)."""
+    from tokenmix.counting import opcounts
 
     c, heads, hw = 32, 2, (10, 10)
     n = hw[0] * hw[1]
@@ -223,10 +220,10 @@ def test_reduction_mixers_are_quadratic_with_a_reduced_constant(name, option, r)
 def test_count_ops_needs_the_right_grid(name):
     mixer = make(name)
     with pytest.raises(ValueError, match=rf"^{name}: .*hw=\(H, W\)"):
-        mixer.count_ops(196)
+        count_ops(mixer, 196)
     with pytest.raises(ValueError, match=rf"^{name}: hw=\(14, 13\) has 182 cells but length=196"):
-        mixer.count_ops(196, hw=(14, 13))
+        count_ops(mixer, 196, hw=(14, 13))
     with pytest.raises(ValueError, match=rf"^{name}: hw must be a pair"):
-        mixer.count_ops(196, hw=(196,))
+        count_ops(mixer, 196, hw=(196,))
     with pytest.raises(ValueError, match=rf"^{name}: length must be a positive int"):
-        mixer.count_ops(0, hw=(1, 1))
+        count_ops(mixer, 0, hw=(1, 1))

@@ -19,9 +19,6 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from .. import counts
-from ..ops.opcounts import OpCounts
-from ..ops.spatial_counts import total
 from ..registry import MixerInfo
 from ..validate import is_positive_int as _positive_int
 
@@ -207,36 +204,6 @@ class Mixer(nn.Module):
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         raise NotImplementedError
 
-    # -- operation counts (``tokenmix count``; conventions in tokenmix.ops.opcounts) -------------
-    def count_ops(self, length: int, *, hw: tuple[int, int] | None = None) -> OpCounts:
-        """Multiplications, additions, divisions and exponentiations of one forward pass over one sequence
-        of ``length`` tokens (Chen (2023) Tables 3-4 count the same way); spatial mixers also need the grid
-        ``hw``. Causal mixers count the causal computation. The derivations are in :mod:`tokenmix.counts`,
-        one module per family of mechanisms."""
-        if not _positive_int(length):
-            self._fail(f"length must be a positive int, got {length!r}")
-        if self.max_len is not None and length > self.max_len and not self.info.sliding_window:
-            self._fail(f"length {length} exceeds max_len={self.max_len}")
-        if self.info.spatial:
-            hw = self._check_hw(None, hw)  # type: ignore[attr-defined]
-            if hw[0] * hw[1] != length:
-                self._fail(f"hw={hw} has {hw[0] * hw[1]} cells but length={length}")
-            return total(counts.grid_parts(self, hw))
-        if hw is not None:
-            self._fail("hw is only for spatial mixers")
-        return counts.training_ops(self, length)
-
-    def count_step_ops(self, t: int) -> OpCounts:
-        """The extra operations to produce the output of token ``t`` (1-based) when tokens ``1..t-1`` were
-        already processed and their cache/state is kept (Chen (2023) Tables 5-6). Causal mixers only."""
-        if not self.causal:
-            self._fail("count_step_ops needs a causal mixer (incremental inference is causal)")
-        if not _positive_int(t):
-            self._fail(f"t must be a positive int, got {t!r}")
-        if self.max_len is not None and t > self.max_len and not self.info.sliding_window:
-            self._fail(f"t={t} exceeds max_len={self.max_len}")
-        return counts.step_ops(self, t)
-
 
 class QKVMixer(Mixer):
     """Multi-head Q/K/V projections, a per-head attention rule, and the output projection.
@@ -297,7 +264,9 @@ class SpatialMixer(Mixer):
     arrives as (B, N, dim).
     """
 
-    def _check_hw(self, x: Tensor, hw: tuple[int, int] | None) -> tuple[int, int]:
+    def check_hw(self, x: Tensor | None, hw: tuple[int, int] | None) -> tuple[int, int]:
+        """``hw`` as ``(H, W)`` positive ints with ``H * W`` = the tokens of ``x`` (unchecked when ``x`` is None);
+        else ``ValueError`` naming the mechanism."""
         if hw is None:
             self._fail("needs the grid size: call mixer(x, hw=(H, W))")
         if (not isinstance(hw, (tuple, list)) or len(hw) != 2
@@ -310,14 +279,14 @@ class SpatialMixer(Mixer):
     def forward(self, x: Tensor, mask: Tensor | None = None, *, hw: tuple[int, int] | None = None) -> Tensor:
         """``x`` (B, H*W, dim) on the grid ``hw`` -> (B, H*W, dim)."""
         mask = self._check_input(x, mask)
-        hw = self._check_hw(x, hw)
+        hw = self.check_hw(x, hw)
         return self._zero_padded(self._mix_spatial(x, hw, mask), mask)
 
     def forward_reference(self, x: Tensor, mask: Tensor | None = None, *,
                           hw: tuple[int, int] | None = None) -> Tensor:
         """The same function computed the plain way (dense masked attention); for tests."""
         mask = self._check_input(x, mask)
-        hw = self._check_hw(x, hw)
+        hw = self.check_hw(x, hw)
         return self._zero_padded(self._mix_spatial_reference(x, hw, mask), mask)
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:

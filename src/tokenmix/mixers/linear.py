@@ -106,7 +106,7 @@ class LinearAttention(KernelAttentionMixer):
     Yamada et al. (2022) §3.1.1 project the ``m = dim``-wide tokens to a depth ``d`` with no output
     projection: ``inner_dim=d, out_proj=False, normalize=False, bias=False`` (one head) is their linear
     attention, ``3 m d`` parameters and ``d``-wide outputs, whose multiplications are their §4.2 count
-    ``2 N d^2 + 3 N d m`` (see :mod:`tokenmix.counts.kernel`).
+    ``2 N d^2 + 3 N d m`` (see :mod:`tokenmix.counting.kernel`).
 
     Options:
         bias: biases in the projections (default False: ``4 dim^2`` parameters).

@@ -30,7 +30,7 @@ class Relation(Mixer):
     ``out_proj=False`` ends at eq. 12, as the paper does: the output is ``R``, ``inner_dim`` wide
     (``out_dim = inner_dim``). With ``inner_dim=d, out_proj=False, bias=False`` the parameters are the
     paper's ``W_G, W_H in R^{m x d}`` and ``W in R^{d x d}``, ``2 m d + d^2`` (``m = dim``), and the
-    multiplications its §4.2 count ``N d^2 + 2 N d m + N d`` (see :func:`tokenmix.counts.context.relation_training`).
+    multiplications its §4.2 count ``N d^2 + 2 N d m + N d`` (see :func:`tokenmix.counting.context.relation_training`).
 
     Padding: the mean runs over real tokens only (divided by the real count). Causal: ``h'_i`` is the
     running mean of ``h_j`` over real ``j <= i`` (a cumulative sum divided by the running count).

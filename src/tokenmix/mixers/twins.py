@@ -91,7 +91,7 @@ class GlobalSubsampledAttention(SpatialReductionAttention):
     Complexity (Ruggeri (2022) §3.3): ``O(m n H W d) = O(H^2 W^2 d / (k1 k2))`` with ``k1 = k2 = sr_ratio``; with
     LSA in the same layer pair, ``O(k1 k2 H W d + H^2 W^2 d / (k1 k2))``, minimal at ``k1 k2 = sqrt(HW)``.
 
-    Operation counts (``count_ops``) are SRA's: see :func:`tokenmix.counts.vision.sra_parts`.
+    Operation counts are SRA's: see :func:`tokenmix.counting.vision.sra_parts`.
 
     Options:
         sr_ratio: the sub-sampling stride (default :data:`LSA_WINDOW` = 7, the default window of

@@ -1,8 +1,8 @@
-"""Which function counts which mechanism: the count functions of the family modules register here against
-mixer classes, and :meth:`tokenmix.mixers.Mixer.count_ops` / ``count_step_ops`` look them up.
+"""Which function counts which mechanism, and the entry points :func:`count_ops` and :func:`count_step_ops`.
 
-A function is registered for a class and found for its subclasses too (the nearest class in the MRO wins),
-so e.g. Twins' GSA, a subclass of PVT's SRA, is counted as SRA is.
+The family modules register their count functions here against mixer classes. A function registered for a
+class is found for its subclasses too (the nearest class in the MRO wins), so e.g. Twins' GSA, a subclass of
+PVT's SRA, is counted as SRA is.
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..ops.opcounts import OpCounts
-from ..ops.spatial_counts import CountPart
+from ..mixers.base import Mixer, SpatialMixer
+from ..validate import is_positive_int
+from .blocks import CountPart, total
+from .opcounts import OpCounts
 
-__all__ = ["training", "step", "grid", "training_ops", "step_ops", "grid_parts", "fail"]
+__all__ = ["training", "step", "grid", "count_ops", "count_step_ops", "grid_parts", "fail"]
 
 # (mixer, length) -> the operations of one forward pass over ``length`` tokens.
 TrainingCount = Callable[[Any, int], OpCounts]
@@ -65,17 +67,41 @@ def _lookup(table: dict[type, Callable[..., Any]], mixer: Any, what: str) -> Cal
     raise AssertionError  # unreachable
 
 
-def training_ops(mixer: Any, length: int) -> OpCounts:
-    """One forward pass of ``mixer`` over ``length`` tokens (arguments already checked by ``count_ops``)."""
+def _check_length(mixer: Mixer, length: int, label: str, shown: str) -> None:
+    """``length`` (called ``label``, shown as ``shown``) is a positive int within ``max_len`` unless that is a
+    sliding window."""
+    if not is_positive_int(length):
+        fail(mixer, f"{label} must be a positive int, got {length!r}")
+    if mixer.max_len is not None and length > mixer.max_len and not mixer.info.sliding_window:
+        fail(mixer, f"{shown} exceeds max_len={mixer.max_len}")
+
+
+def count_ops(mixer: Mixer, length: int, *, hw: tuple[int, int] | None = None) -> OpCounts:
+    """Multiplications, additions, divisions and exponentiations of one forward pass of ``mixer`` over one
+    sequence of ``length`` tokens (Chen (2023) Tables 3-4 count the same way); a spatial mixer also needs the
+    grid ``hw``. A causal mixer counts the causal computation."""
+    _check_length(mixer, length, "length", f"length {length}")
+    if mixer.info.spatial:
+        assert isinstance(mixer, SpatialMixer)
+        hw = mixer.check_hw(None, hw)
+        if hw[0] * hw[1] != length:
+            fail(mixer, f"hw={hw} has {hw[0] * hw[1]} cells but length={length}")
+        return total(grid_parts(mixer, hw))
+    if hw is not None:
+        fail(mixer, "hw is only for spatial mixers")
     return _lookup(_TRAINING, mixer, "operation counts")(mixer, length)
 
 
-def step_ops(mixer: Any, t: int) -> OpCounts:
-    """One incremental step of ``mixer`` at length ``t`` (arguments already checked by ``count_step_ops``)."""
+def count_step_ops(mixer: Mixer, t: int) -> OpCounts:
+    """The extra operations for the output of token ``t`` (1-based) when tokens ``1..t-1`` were already
+    processed and their cache/state is kept (Chen (2023) Tables 5-6). Causal mixers only."""
+    if not mixer.causal:
+        fail(mixer, "count_step_ops needs a causal mixer (incremental inference is causal)")
+    _check_length(mixer, t, "t", f"t={t}")
     return _lookup(_STEP, mixer, "incremental operation counts")(mixer, t)
 
 
 def grid_parts(mixer: Any, hw: tuple[int, int]) -> list[CountPart]:
     """The labelled steps of one forward pass of a vision mixer over the ``hw`` grid, matrix products and
-    convolutions marked (:class:`~tokenmix.ops.spatial_counts.CountPart`); their sum is ``count_ops``."""
+    convolutions marked (:class:`~tokenmix.counting.blocks.CountPart`); their sum is :func:`count_ops`."""
     return _lookup(_GRID, mixer, "operation counts")(mixer, hw)

@@ -10,7 +10,7 @@ incremental steps over ``t = 1..l``.
 from __future__ import annotations
 
 from ..mixers.extractor import HE, ME, SHE, WE, Extractor
-from ..ops.opcounts import OpCounts, elementwise, linear_ops
+from .opcounts import OpCounts, elementwise, linear_ops
 from .registry import step, training
 
 __all__ = ["extraction", "extraction_training", "extraction_step", "adjustment", "adjusted_training",

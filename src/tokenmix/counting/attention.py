@@ -12,7 +12,7 @@ from ..mixers.base import QKVMixer
 from ..mixers.efficient import EfficientAttention
 from ..mixers.softmax import SoftmaxAttention
 from ..mixers.sparse import SparseFixedAttention, SparseStridedAttention
-from ..ops.opcounts import OpCounts, attention_pairs_ops, linear_ops, matmul_ops, softmax_attention_ops, softmax_ops
+from .opcounts import OpCounts, attention_pairs_ops, linears, matmul_ops, softmax_attention_ops, softmax_ops
 from .registry import fail, step, training
 
 __all__ = ["projections", "qkv_ops", "softmax_training", "softmax_step", "sparse_pairs", "sparse_training",
@@ -26,8 +26,7 @@ def projections(mixer: QKVMixer, rows: int) -> OpCounts:
     ``d = inner_dim``, ``4 rows m d`` multiplications (``3 rows m d`` without ``W_out``), ``3 rows d (m - 1)``
     additions plus ``rows m (d - 1)`` for ``W_out``, and one addition per output of a projection with a
     bias. At ``d = m``: ``4 rows m^2`` and ``4 rows m (m - 1)`` (Chen (2023) Table 3)."""
-    layers = (mixer.q_proj, mixer.k_proj, mixer.v_proj) + (() if mixer.proj is None else (mixer.proj,))
-    return sum((linear_ops(rows, p.in_features, p.out_features, p.bias is not None) for p in layers), OpCounts())
+    return linears(rows, (mixer.q_proj, mixer.k_proj, mixer.v_proj) + (() if mixer.proj is None else (mixer.proj,)))
 
 
 def qkv_ops(mixer: QKVMixer, rows: int, head: OpCounts) -> OpCounts:
@@ -42,7 +41,7 @@ def softmax_training(mixer: SoftmaxAttention, length: int) -> OpCounts:
     causal, to all ``length`` keys otherwise; each (query, key) pair costs one score (``head_dim``
     multiplications, ``head_dim - 1`` additions), one division by ``sqrt(head_dim)``, one exp, one addition
     into the softmax sum, one normalising division and one weighted value row (``head_dim`` multiplications
-    and, but for the first key, ``head_dim`` additions); see :func:`~tokenmix.ops.opcounts.attention_pairs_ops`.
+    and, but for the first key, ``head_dim`` additions); see :func:`~tokenmix.counting.opcounts.attention_pairs_ops`.
 
     Causal: ``sum_t t = l (l + 1) / 2`` pairs, so with the projections (``4 l d^2`` multiplications,
     ``4 l d (d - 1)`` additions) ``l^2 d + 4 l d^2 + l d`` multiplications, ``l^2 d + 4 l d^2 - 4 l d - l n``
@@ -70,7 +69,7 @@ def softmax_step(mixer: SoftmaxAttention, t: int) -> OpCounts:
 def sparse_pairs(mixer: _Sparse, pairs: int, queries: int) -> OpCounts:
     """One head, ``queries`` queries (those with at least one key) with ``pairs`` allowed (query, key) pairs
     in all, counted as softmax attention (Chen (2023) Table 3,
-    :func:`~tokenmix.ops.opcounts.attention_pairs_ops`) restricted to the pattern: per pair a score (``D``
+    :func:`~tokenmix.counting.opcounts.attention_pairs_ops`) restricted to the pattern: per pair a score (``D``
     multiplications, ``D - 1`` additions), an exp, an addition into the softmax sum, a normalising division
     and a weighted value row (``D`` multiplications, ``D`` additions but for each query's first key); but
     the ``1 / sqrt(D)`` scaling is applied, as the mixer does, to the query (``D`` divisions per query)

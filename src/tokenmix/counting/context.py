@@ -10,16 +10,12 @@ from ..mixers.average import AverageAttention
 from ..mixers.contextualizer import Contextualizer
 from ..mixers.mlp import PointwiseMLP
 from ..mixers.relation import Relation
-from ..ops.opcounts import OpCounts, elementwise, linear_ops, matmul_ops, softmax_ops
+from .blocks import gelu_ops
+from .opcounts import OpCounts, elementwise, linears, matmul_ops, softmax_ops
 from .registry import step, training
 
-__all__ = ["linears", "relation_pointwise", "relation_training", "relation_step", "average_gate",
+__all__ = ["relation_pointwise", "relation_training", "relation_step", "average_gate",
            "average_training", "average_step", "mlp_training", "mlp_step", "contextualizer_training"]
-
-
-def linears(rows: int, layers: list[nn.Linear]) -> OpCounts:
-    """``rows`` vectors through each of ``layers``, with their biases (:func:`~tokenmix.ops.opcounts.linear_ops`)."""
-    return sum((linear_ops(rows, m.in_features, m.out_features, m.bias is not None) for m in layers), OpCounts())
 
 
 def running_mean(length: int, width: int, causal: bool) -> OpCounts:
@@ -41,7 +37,7 @@ def _activation(mixer: Relation, count: int) -> OpCounts:
     ``0.5 x (1 + erf(x / sqrt 2))``, 2 multiplications, 1 addition and 1 division per entry (erf, like cos,
     is a primitive that is not counted)."""
     if isinstance(mixer.phi, nn.GELU):
-        return elementwise(count, mults=2, adds=1, divs=1)
+        return gelu_ops(count)
     return OpCounts()
 
 

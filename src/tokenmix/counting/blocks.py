@@ -1,5 +1,5 @@
 """Operation counts of the vision mixers' building blocks ("swin", "twins_lsa", "scalable_iwsa", "pvt",
-"twins_gsa", "scalable_ssa"), in the conventions of :mod:`tokenmix.ops.opcounts` (Chen (2023) Tables 3-4).
+"twins_gsa", "scalable_ssa"), in the conventions of :mod:`tokenmix.counting.opcounts` (Chen (2023) Tables 3-4).
 
 A count is kept as a list of labelled :class:`CountPart`\\ s so that the matrix products and convolutions
 (``gemm=True``) can be told apart from the rest: ``2 * gemm_mults(parts)`` is what
@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..ops.spatial import WindowGrid
 from .opcounts import OpCounts, dot_ops, elementwise, linear_ops, matmul_ops, softmax_ops
-from .spatial import WindowGrid
 
 __all__ = [
     "CountPart",

@@ -14,8 +14,8 @@ from ..mixers.cosformer import CosFormer
 from ..mixers.kerformer import Kerformer
 from ..mixers.linear import KernelAttentionMixer, LinearAttention
 from ..mixers.performer import Performer
-from ..ops.opcounts import OpCounts, elementwise, linear_ops, softmax_ops
 from .attention import qkv_ops
+from .opcounts import OpCounts, elementwise, linears, softmax_ops
 from .registry import step, training
 
 __all__ = ["kernel_ops", "fold_adds", "kernel_training", "kernel_step", "plain_kernel", "elu_features",
@@ -142,7 +142,7 @@ def kerformer_features(mixer: Kerformer, rows: int) -> OpCounts:
     """Per head and row (Gan et al. (2023) eqs. 7-8, ``F = head_dim``): ``sigmoid(q) = 1 / (1 + e^-q)`` on
     the ``head_dim`` query entries (1 exp, 1 addition, 1 division each; the sign flip is not counted) when
     ``q_act``, and the row softmax of eq. 8 over the ``head_dim`` key entries when ``k_act``
-    (:func:`~tokenmix.ops.opcounts.softmax_ops`)."""
+    (:func:`~tokenmix.counting.opcounts.softmax_ops`)."""
     e = mixer.head_dim
     cost = OpCounts()
     if mixer.q_act:
@@ -155,16 +155,14 @@ def kerformer_features(mixer: Kerformer, rows: int) -> OpCounts:
 def se_k_ops(mixer: Kerformer, length: int) -> OpCounts:
     """SE-K (Gan et al. (2023) §3.5) over ``length`` positions: the squeeze, a mean over all ``dim`` entries
     of each key row (``dim - 1`` additions and 1 division per position, whichever ``sek_input``); ``se_fc1``
-    and ``se_fc2`` on the zero-padded ``max_len`` vector (:func:`~tokenmix.ops.opcounts.linear_ops` with their
-    biases: the module computes all ``max_len`` entries whatever ``length``); the sigmoid of the ``max_len``
+    and ``se_fc2`` on the zero-padded ``max_len`` vector (:func:`~tokenmix.counting.opcounts.linears`, with
+    their biases: the module computes all ``max_len`` entries whatever ``length``); the sigmoid of the ``max_len``
     outputs (1 exp, 1 addition, 1 division each); and the scaling of every key feature (``length dim``
     multiplications over the heads)."""
     assert mixer.se_fc1 is not None and mixer.se_fc2 is not None
-    fc1, fc2 = mixer.se_fc1, mixer.se_fc2
     return (elementwise(length, adds=mixer.dim - 1, divs=1)
-            + linear_ops(1, fc1.in_features, fc1.out_features, fc1.bias is not None)
-            + linear_ops(1, fc2.in_features, fc2.out_features, fc2.bias is not None)
-            + elementwise(fc2.out_features, adds=1, divs=1, exps=1)
+            + linears(1, (mixer.se_fc1, mixer.se_fc2))
+            + elementwise(mixer.se_fc2.out_features, adds=1, divs=1, exps=1)
             + elementwise(length * mixer.dim, mults=1))
 
 

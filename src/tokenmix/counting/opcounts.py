@@ -16,10 +16,15 @@ Conventions (those of Chen (2023) Tables 3-6, applied to every mechanism):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
-__all__ = ["OpCounts", "matmul_ops", "linear_ops", "dot_ops", "elementwise", "softmax_ops", "softmax_attention_ops",
-           "attention_pairs_ops"]
+if TYPE_CHECKING:
+    import torch.nn as nn
+
+__all__ = ["OpCounts", "matmul_ops", "linear_ops", "linears", "dot_ops", "elementwise", "softmax_ops",
+           "softmax_attention_ops", "attention_pairs_ops"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class OpCounts:
         return self.mults + self.adds + self.divs + self.exps
 
     def as_dict(self) -> dict[str, int]:
+        """The four counts by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -60,6 +66,11 @@ def matmul_ops(m: int, k: int, n: int) -> OpCounts:
 def linear_ops(rows: int, d_in: int, d_out: int, bias: bool = False) -> OpCounts:
     """``rows`` vectors through an ``nn.Linear(d_in, d_out)``."""
     return matmul_ops(rows, d_in, d_out) + OpCounts(adds=rows * d_out if bias else 0)
+
+
+def linears(rows: int, layers: Iterable[nn.Linear]) -> OpCounts:
+    """``rows`` vectors through each of ``layers``, with their biases (:func:`linear_ops`)."""
+    return sum((linear_ops(rows, m.in_features, m.out_features, m.bias is not None) for m in layers), OpCounts())
 
 
 def dot_ops(k: int, count: int = 1) -> OpCounts:

@@ -1,8 +1,8 @@
 """Operation counts of the vision mixers, as labelled steps over one ``H x W`` grid
-(:class:`~tokenmix.ops.spatial_counts.CountPart`, matrix products and convolutions marked for the
+(:class:`~tokenmix.counting.blocks.CountPart`, matrix products and convolutions marked for the
 ``FlopCounterMode`` cross-check): ``swin``, ``twins_lsa``, ``scalable_iwsa`` (window attention), ``pvt`` and
 ``twins_gsa`` (spatial reduction), ``scalable_ssa``. The building blocks and their derivations are in
-:mod:`tokenmix.ops.spatial_counts`; ``b = 1`` below when the projections have biases, else 0.
+:mod:`tokenmix.counting.blocks`; ``b = 1`` below when the projections have biases, else 0.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from ..mixers.pvt import SpatialReductionAttention
 from ..mixers.scalablevit import InteractiveWindowAttention, ScalableSelfAttention
 from ..mixers.swin import SwinWindowAttention
 from ..mixers.twins import LocallyGroupedAttention
-from ..ops.opcounts import elementwise
 from ..ops.spatial import window_grid
-from ..ops.spatial_counts import (
+from .blocks import (
     CountPart,
     attention_parts,
     conv2d_ops,
@@ -24,6 +23,7 @@ from ..ops.spatial_counts import (
     linear_part,
     window_attention_parts,
 )
+from .opcounts import elementwise
 from .registry import grid
 
 __all__ = ["swin_parts", "lsa_parts", "sra_parts", "ssa_parts", "iwsa_parts"]
@@ -106,7 +106,7 @@ def sra_parts(mixer: SpatialReductionAttention, hw: tuple[int, int]) -> list[Cou
     * ``SR(x)`` (``R > 1``): the strided conv runs on the grid zero-padded to ``(ceil(H/R) R, ceil(W/R) R)``
       (as the implementation does; the padded taps are multiplied too), ``N' C`` outputs, each a dot product
       of length ``C R^2`` plus its bias: ``N' C^2 R^2`` mults and as many adds; then LayerNorm(C) on ``N'``
-      rows (:func:`~tokenmix.ops.spatial_counts.layernorm_ops`: ``2C`` mults, ``4C - 2`` adds, ``C + 2`` divs
+      rows (:func:`~tokenmix.counting.blocks.layernorm_ops`: ``2C`` mults, ``4C - 2`` adds, ``C + 2`` divs
       a row). With ``R = 1`` there is neither (``N' = N``);
     * Q projection of the ``N`` cells, K and V projections of the ``N'`` reduced cells, the output
       projection of the ``N`` cells (``C`` dot products of length ``C`` per row, ``+ b C`` adds);
@@ -169,7 +169,7 @@ def ssa_parts(mixer: ScalableSelfAttention, hw: tuple[int, int]) -> list[CountPa
       product of length ``r_n^2`` plus its bias: ``N' C r_n^2`` mults and adds; the 1x1 conv ``C -> Q`` with
       bias: ``N' Q C`` mults and adds; LayerNorm(Q) on ``N'`` rows (``2Q`` mults, ``4Q - 2`` adds, ``Q + 2``
       divs a row); GELU on ``N' Q`` elements (2 mults, 1 add, 1 div each; ``erf`` not counted, see
-      :func:`~tokenmix.ops.spatial_counts.gelu_ops`);
+      :func:`~tokenmix.counting.blocks.gelu_ops`);
     * ``f_q``: ``N`` rows ``C -> Q``; ``f_k``: ``N'`` rows ``Q -> Q``; ``f_v``: ``N'`` rows ``Q -> C`` (with
       ``r_n = 1``: ``N`` rows ``C -> Q`` and ``C -> C``); the output projection ``N`` rows ``C -> C``; each
       output a dot product over the input width, ``+ b`` bias add;
