@@ -5,7 +5,7 @@
 Writes, for the experiment ``<name>`` of ``runs/<name>/config.toml``:
 
 * ``<name>.csv``: ``runs/<name>/results.csv`` (one row per run) with each run's ``config_hash`` added (see
-  :mod:`tokenmix.results`: ``tokenmix compare --results docs/reproduction/`` then does not train them again);
+  :mod:`tokenmix.training.results`: ``tokenmix compare --results docs/reproduction/`` then does not train them again);
 * ``<name>-history.csv``: every run's evaluations from ``runs/<name>/runs/<label>/seed<k>/result.json``, with
   the columns label, seed, step, epoch, wall_s, train_loss, val_loss, val_metric, in results.csv's order;
 * ``<name>-chance.csv`` (classification and image tasks, unless ``--no-chance``): the train split's majority
@@ -21,9 +21,10 @@ import json
 import sys
 from pathlib import Path
 
-from tokenmix.results import CHANCE_COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, history_records, read_csv, write_csv
+from tokenmix.training.results import (CHANCE_COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, history_records, read_csv,
+                                      write_csv)
 
-# The schemas and the writing are tokenmix.results's, shared with `tokenmix compare --results DIR`.
+# The schemas and the writing are tokenmix.training.results's, shared with `tokenmix compare --results DIR`.
 
 
 def history_rows(run_dir: Path, results: list[dict[str, str]]) -> list[dict[str, object]]:
@@ -39,9 +40,8 @@ def history_rows(run_dir: Path, results: list[dict[str, str]]) -> list[dict[str,
 
 def chance_row(config: Path) -> dict[str, object] | None:
     """The majority-class rates of the experiment's task (None for language modelling)."""
-    from tokenmix.compare import make_task
-    from tokenmix.experiment import load_experiment
-    from tokenmix.results import chance_row as task_chance_row
+    from tokenmix.training.experiment import load_experiment, make_task
+    from tokenmix.training.results import chance_row as task_chance_row
 
     return task_chance_row(make_task(load_experiment(config)))
 
@@ -54,10 +54,10 @@ def experiment_name(run_dir: Path) -> str:
 
 
 def config_hashes(config: Path) -> dict[tuple[str, str], str]:
-    """The config_hash (tokenmix.results.run_config) of every run of the experiment in ``config``, by (label,
+    """The config_hash (tokenmix.training.results.run_config) of every run of the experiment in ``config``, by (label,
     seed), so that ``tokenmix compare --results`` does not train the collected runs again."""
-    from tokenmix.experiment import load_experiment
-    from tokenmix.results import config_hash, run_config
+    from tokenmix.training.experiment import load_experiment
+    from tokenmix.training.results import config_hash, run_config
     from tokenmix.tasks import task_info
 
     experiment = load_experiment(config)

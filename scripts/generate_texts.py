@@ -26,8 +26,7 @@ def generate(run_dir: Path) -> list[str]:
     import torch
     from safetensors.torch import load_model
 
-    from tokenmix.compare import build_model, make_task
-    from tokenmix.experiment import load_experiment
+    from tokenmix.training.experiment import build_model, load_experiment, make_task
 
     experiment = load_experiment(run_dir / "config.toml")
     task = make_task(experiment)

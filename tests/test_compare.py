@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import tomllib
 
-import tokenmix.compare as compare_module
+import tokenmix.training.sweep as compare_module
 from tokenmix.cli import WIDTH, main
-from tokenmix.compare import COLUMNS, compare, plan
-from tokenmix.experiment import DEFAULT_EXPERIMENT, Experiment, load_experiment, parse_overrides, skip_reason, to_toml
+from tokenmix.training.experiment import (DEFAULT_EXPERIMENT, Experiment, load_experiment, parse_overrides, skip_reason,
+                                         to_toml)
+from tokenmix.training.results import COLUMNS
+from tokenmix.training.sweep import compare, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = ROOT / "experiments" / "listops.toml"
@@ -206,8 +208,8 @@ def test_resume_a_half_finished_sweep(tiny_run, tmp_path, monkeypatch):
     assert len(list(out.glob("runs/*/*/result.json"))) == 3
     # a run killed mid-way: it checkpointed at its evaluation at step 3, then died at step 4
     monkeypatch.setattr(compare_module, "run_one", real)
-    from tokenmix.compare import build_model, make_task
-    from tokenmix.train import train
+    from tokenmix.training.experiment import build_model, make_task
+    from tokenmix.training.loop import train
 
     task = make_task(experiment)
     spec = next(r for r in experiment.runs(task.info.kind) if r.label == "mlp" and r.seed == 1)
@@ -283,7 +285,7 @@ def test_list_fits_120_columns(capsys):
 def test_a_named_budget_replaces_the_files_settings_and_an_unknown_one_is_refused(tmp_path):
     import textwrap
 
-    from tokenmix.experiment import load_experiment
+    from tokenmix.training.experiment import load_experiment
 
     path = tmp_path / "e.toml"
     path.write_text(textwrap.dedent('''

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenmix.compare import compare, make_task
-from tokenmix.experiment import load_experiment
+from tokenmix.training.experiment import load_experiment, make_task
+from tokenmix.training.sweep import compare
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["train.max_steps=2", "train.eval_every=1", "seeds=[0]", "train.epochs=none"]

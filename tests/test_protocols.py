@@ -21,8 +21,10 @@ from tokenmix.models import (
     parse_layer_mixer,
 )
 from tokenmix.ops.init import NORM_LAYERS, is_bias, normal_init_
+from tokenmix.protocols import TRAIN_PRESETS
 from tokenmix.tasks import create_task
-from tokenmix.train import TRAIN_PRESETS, TrainConfig, lr_factor, train
+from tokenmix.training.config import TrainConfig
+from tokenmix.training.loop import lr_factor, train
 
 VOCAB = 50
 

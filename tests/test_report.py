@@ -15,14 +15,15 @@ pytest.importorskip("scipy")
 from scipy import stats as sps  # noqa: E402
 
 from tokenmix.cli import main  # noqa: E402
-from tokenmix.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
 from tokenmix.report import stats  # noqa: E402
-from tokenmix.report.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
 from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
 from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
-from tokenmix.report.power import attainable  # noqa: E402
 from tokenmix.report.tables import mean_sd, mean_sd_text, table  # noqa: E402
 from tokenmix.report.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, judge, p_greater  # noqa: E402
+from tokenmix.training import power  # noqa: E402
+from tokenmix.training.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
+from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
+from tokenmix.training.power import attainable  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "docs" / "reproduction"
@@ -96,9 +97,9 @@ def test_exact_values_sign_test_wilcoxon():
 
 
 def test_smallest_p_and_the_seeds_that_reach_it():
-    assert stats.smallest_p_independent(3, 3) == pytest.approx(0.05)
-    assert stats.smallest_p_independent(5, 5) == pytest.approx(1 / 252)
-    assert stats.smallest_p_sign(5) == stats.smallest_p_wilcoxon(5) == pytest.approx(1 / 32)
+    assert power.smallest_p_independent(3, 3) == pytest.approx(0.05)
+    assert power.smallest_p_independent(5, 5) == pytest.approx(1 / 252)
+    assert power.smallest_p_sign(5) == power.smallest_p_wilcoxon(5) == pytest.approx(1 / 32)
     assert stats.fewest_for_floor("independent", 6) == 5  # 6 / 252 <= 0.05 < 6 / 70
     assert stats.fewest_for_floor("sign", 6) == 7  # 6 / 128 <= 0.05 < 6 / 64
     # the normal approximation: a difference of one sd, one claim: 2 (1.645 + 0.842)^2 = 12.4 -> 13 per label
@@ -295,7 +296,7 @@ def test_harness_measures(tmp_path):
 
 
 def test_attainable_and_the_dry_run_warning(tmp_path, capsys):
-    from tokenmix.compare import compare
+    from tokenmix.training.sweep import compare
 
     claims = [{**GOOD, "text": f"claim {i}", "a": "softmax", "b": "linear"} for i in range(3)]
     claims.append({**GOOD, "text": "slope", "a": "linear", "b": 1.2, "measure": "time_slope", "kind": "less"})

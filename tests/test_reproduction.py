@@ -13,13 +13,14 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from tokenmix.compare import COLUMNS  # noqa: E402
-from tokenmix.experiment import load_experiment, to_toml  # noqa: E402
 from tokenmix.report import stats  # noqa: E402
-from tokenmix.report.claims import Claim  # noqa: E402
 from tokenmix.report.document import render  # noqa: E402
 from tokenmix.report.measures import Run, Values, last_window_loss, read_csv, training_cost  # noqa: E402
 from tokenmix.report.verdict import FAILS, HOLDS, OPEN, judge, smallest_p  # noqa: E402
+from tokenmix.training import power  # noqa: E402
+from tokenmix.training.claims import Claim  # noqa: E402
+from tokenmix.training.experiment import load_experiment, to_toml  # noqa: E402
+from tokenmix.training.results import COLUMNS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
@@ -138,11 +139,11 @@ def test_sign_test_and_smallest_p():
 
 
 def test_holm():
-    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert stats.holm([0.2]) == [0.2]
-    assert stats.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
-    assert stats.holm([0.3, 0.2, 0.01]) == pytest.approx([0.4, 0.4, 0.03])  # monotone: 0.3 x 1 < 0.2 x 2
-    assert stats.holm([0.9, 0.8, 0.7]) == [1.0, 1.0, 1.0]  # capped at 1
+    assert power.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert power.holm([0.2]) == [0.2]
+    assert power.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert power.holm([0.3, 0.2, 0.01]) == pytest.approx([0.4, 0.4, 0.03])  # monotone: 0.3 x 1 < 0.2 x 2
+    assert power.holm([0.9, 0.8, 0.7]) == [1.0, 1.0, 1.0]  # capped at 1
 
 
 # -- verdicts ----------------------------------------------------------------------------------------------
@@ -258,8 +259,8 @@ def test_000_clear_win_holds_with_table_and_plot(tmp_path):
             "row) | time to 0.6 (s, harness) | s / epoch in training (not tested) | step (ms, harness) | s / epoch "
             "(harness) | peak MiB |") in part
     # 100 steps per epoch (the history's step / epoch); streaks complete at steps 120-160; median step 14.5 ms
-    assert "| relation | relation | 5 | 1,000 | 5/5 | 0.27 ± 0 | 0.7 ± 0 | 140 ± 16 | 2.0 ± 0.2 | 1 ± 0 | 14 ± 3 " \
-           "| 1.5 ± 0.3 | 50 ± 0 |" in part
+    assert "| relation | relation | 5 | 1,000 | 5/5 | 0.27 ± 0 | 0.7 ± 0 | 140 ± 16 | 2.0 ± 0.2 | 1 ± 0 | " \
+           "14 ± 3 | 1.5 ± 0.3 | 50 ± 0 |" in part
     assert "| softmax | softmax | 5 | 1,000 | 5/5 | 0.27 ± 0 | 0.7 ± 0 | not reached | not reached |" in part
     assert "Majority-class rate (test share of the train split's majority class): 0.17." in part
     claims = len(load_experiment(EXPERIMENTS / "000-time-to-accuracy.toml").claims)

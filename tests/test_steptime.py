@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tokenmix.cli import main
-from tokenmix.experiment import Experiment
+from tokenmix.training.experiment import Experiment
 from tokenmix.steptime import COLUMNS, slopes, step_summary, time_scaling, time_training_steps, training_cases
 from tokenmix.timing import measure, median_interval
 

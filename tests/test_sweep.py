@@ -1,4 +1,5 @@
-"""Sweeps that outlive a session: ``tokenmix compare --results DIR [--commit]``, ``--status`` (tokenmix.results)."""
+"""Sweeps that outlive a session: ``tokenmix compare --results DIR [--commit]``, ``--status``
+(tokenmix.training.results, tokenmix.training.status)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import tokenmix.compare as compare_module
-import tokenmix.results as results_module
+import tokenmix.training.results as results_module
+import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
-from tokenmix.compare import COLUMNS, compare
-from tokenmix.experiment import load_experiment
-from tokenmix.results import (HASH_COLUMN, HISTORY_COLUMNS, ResultsDir, config_hash, git_commit, read_csv,
-                              run_config, upsert_rows)
+from tokenmix.training.experiment import load_experiment
+from tokenmix.training.results import (COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, ResultsDir, config_hash, git_commit,
+                                       read_csv, run_config, upsert_rows)
+from tokenmix.training.sweep import compare
 from tokenmix.tasks import task_info
 
 TINY = ["task.name='recall'", "model.dim=16", "model.depth=1", "train.max_steps=6", "train.eval_every=3",
@@ -138,8 +139,8 @@ def test_status_names_done_partial_and_remaining(sweep, tmp_path, capsys):
     more = tiny("seeds=[0, 1]")
     out = tmp_path / "out"
     # relation seed 1 killed after its checkpoint at step 3
-    from tokenmix.compare import build_model, make_task
-    from tokenmix.train import train
+    from tokenmix.training.experiment import build_model, make_task
+    from tokenmix.training.loop import train
 
     task = make_task(more)
     spec = next(r for r in more.runs(task.info.kind) if r.label == "relation" and r.seed == 1)

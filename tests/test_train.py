@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from tokenmix.tasks import create_task
-from tokenmix.train import EvalRecord, TrainConfig, TrainResult, lr_factor, train
+from tokenmix.training.config import EvalRecord, TrainConfig, TrainResult
+from tokenmix.training.loop import lr_factor, train
 
 TASK_OPTIONS = dict(preset="quick", seed=0, num_pairs=4, num_keys=8, num_values=2, train_size=256, val_size=64,
                     test_size=64)
@@ -108,7 +109,7 @@ def test_a_resumed_ddp_rank_other_than_0_does_not_count_rank_0s_running_loss_aga
     # rank 0 may keep it.
     from dataclasses import replace
 
-    from tokenmix.train import _make_scheduler, _start
+    from tokenmix.training.loop import _start, make_scheduler
     from tokenmix.training.checkpoint import Checkpointer
     from tokenmix.training.setup import make_optimizer, plan_run
 
@@ -122,7 +123,7 @@ def test_a_resumed_ddp_rank_other_than_0_does_not_count_rank_0s_running_loss_aga
         plan = replace(plan_run(task, config), rank=rank, world=2)
         optimizer = make_optimizer(model, config)
         loop = _start(config, plan, Checkpointer(str(tmp_path), writes=False), model, optimizer,
-                      _make_scheduler(optimizer, config, plan.total_steps))
+                      make_scheduler(optimizer, config, plan.total_steps))
         resumed[rank] = (loop.step, loop.loss_count, loop.loss_sum)
     assert resumed[0][:2] == (5, 2) and resumed[0][2] > 0
     assert resumed[1] == (5, 0, 0.0)
@@ -276,7 +277,8 @@ import os, sys, torch, torch.distributed as dist
 torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
 from test_train import make_task, make_model
-from tokenmix.train import TrainConfig, train
+from tokenmix.training.config import TrainConfig
+from tokenmix.training.loop import train
 dist.init_process_group("gloo")
 task = make_task()
 model = make_model(task, dropout=0.0)
@@ -317,7 +319,7 @@ def test_ddp_gradient_equals_single_process_average(tmp_path):
 def test_early_stopping_waits_for_a_target_streak_under_way():
     """paper-000 has patience 5 and a target held 10 evaluations in a row: a run that levels off above the
     target (no strict improvement) must still reach its own target, and stop early only after it."""
-    from tokenmix.train import EvalTracker, LoopState
+    from tokenmix.training.loop import EvalTracker, LoopState
     from tokenmix.training.config import EvalRecord
 
     tracker = EvalTracker(higher_is_better=True, patience=5, target=0.8, target_k=10)

@@ -51,9 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
-    from .experiment import DEFAULT_EXPERIMENT  # the defaults are the default experiment's, declared once there
-    from .tasks.base import PROTOCOLS
-    from .training.config import TRAIN_PRESETS
+    from .protocols import MODEL_PROTOCOLS, TRAIN_PRESETS
+    from .training.experiment import DEFAULT_EXPERIMENT  # the defaults are the default experiment's, declared there
 
     model = DEFAULT_EXPERIMENT["model"]
     tr = sub.add_parser("train", help="train one mixer on one task", formatter_class=_Formatter)
@@ -66,7 +65,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--out", help="folder for the checkpoint, logs and best weights")
     tr.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     tr.add_argument("--preset", default="quick", help="the task's data preset (quick or paper)")
-    tr.add_argument("--protocol", default=model["protocol"], choices=list(PROTOCOLS),
+    tr.add_argument("--protocol", default=model["protocol"], choices=list(MODEL_PROTOCOLS),
                     help="model protocol (paper-*: a paper's own network)")
     tr.add_argument("--train-preset", default=DEFAULT_EXPERIMENT["train"]["preset"], choices=list(TRAIN_PRESETS),
                     help="training preset (paper-*: a paper's optimiser, lr, schedule, batch)")
@@ -259,7 +258,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     from .tasks import create_task
-    from .train import TrainConfig, train
+    from .training.config import TrainConfig
+    from .training.loop import train
 
     mixer = args.mixer.split(",") if "," in args.mixer else args.mixer
     given = {k: v for k, v in (("batch_size", args.batch_size), ("lr", args.lr)) if v is not None}
@@ -293,8 +293,8 @@ def compare_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
-    from .compare import compare
-    from .experiment import load_experiment, skip_reason
+    from .training.experiment import load_experiment, skip_reason
+    from .training.sweep import compare
     from .tasks import task_info
 
     try:
@@ -315,7 +315,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
         if args.commit and not args.results:
             raise ValueError("--commit needs --results DIR")
         if args.status:
-            from .results import sweep_status
+            from .training.status import sweep_status
 
             print(sweep_status(experiment, out, args.results, jobs=args.jobs))
             return
@@ -432,9 +432,8 @@ def cmd_steptime(args: argparse.Namespace) -> None:
     """Time training steps (see :mod:`tokenmix.steptime`), write the CSV and print the summary tables."""
     import os
 
-    from .compare import make_task
-    from .experiment import load_experiment
-    from .steptime import default_path, slopes, step_summary, time_scaling, time_training_steps, write_csv
+    from .steptime import default_path, scaling_table, step_table, time_scaling, time_training_steps, write_csv
+    from .training.experiment import load_experiment, make_task
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > args.threads + 0.5:
@@ -454,30 +453,8 @@ def cmd_steptime(args: argparse.Namespace) -> None:
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"tokenmix steptime: {error}") from None
     path = write_csv(rows, args.out or default_path(experiment, "scaling" if args.lengths else "experiment"))
-    summary = step_summary(rows)
     print(f"\nwrote {path}: {len(rows)} rows, {max(int(r['round']) for r in rows)} rounds, {args.threads} thread(s)\n")
-    if args.lengths:
-        fitted = slopes(rows)
-        lengths = sorted({s["length"] for s in summary})
-        table = {(s["label"], s["length"]): s for s in summary}
-        body = []
-        for label in dict.fromkeys(s["label"] for s in summary):
-            cells = [f"{table[label, n]['median_s'] * 1e3:.2f}" + (f" / {table[label, n]['peak_mb']}"
-                     if table[label, n]["peak_mb"] != "" else "") for n in lengths]
-            fit = fitted.get(label)
-            body.append([label, *cells, f"{fit.median:.2f} [{fit.low:.2f}, {fit.high:.2f}]" if fit else "-"])
-        _print_table(["label", *(f"N={n} ms / MiB" for n in lengths), "slope [95%]"], body)
-        return
-    first = summary[0]["median_s"]
-    train_size = len(task.splits["train"])
-    body = []
-    for s in summary:
-        steps = train_size // s["batch"]
-        body.append([s["label"], str(s["length"]), str(s["batch"]), f"{s['median_s'] * 1e3:.2f}",
-                     f"[{s['low_s'] * 1e3:.2f}, {s['high_s'] * 1e3:.2f}]", f"{s['median_s'] / first:.2f}",
-                     str(steps), f"{steps * s['median_s']:.2f}"])
-    _print_table(["label", "length", "batch", "step ms", "95% interval", f"x {summary[0]['label']}",
-                  "steps/epoch", "s/epoch"], body)
+    _print_table(*(scaling_table(rows) if args.lengths else step_table(rows, len(task.splits["train"]))))
 
 
 def _add_report_parser(sub: argparse._SubParsersAction) -> None:

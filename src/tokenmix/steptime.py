@@ -2,12 +2,16 @@
 
 Why: times read off training logs mix in evaluation pauses, data batching, other processes and the order in
 which runs happened to train, so they cannot carry a claim such as "A trains 1.4x faster than B". Here each
-label's model, optimiser and scheduler are built as training builds them (:func:`tokenmix.compare.build_model`,
-:func:`tokenmix.training.setup.make_optimizer`) and a step is the trainer's own (:func:`tokenmix.train.
-_train_step`: zero_grad, forward and the task's loss, backward, clipping, optimiser and scheduler step) on one
-fixed batch. All labels are timed in one process with fixed threads, in interleaved rounds (A B C, A B C, ...),
-so a disturbance hits every label alike, and the spread over rounds shows how much it mattered. Every time is
-a :func:`tokenmix.timing.measure`.
+label's model, optimiser and scheduler are built as training builds them
+(:func:`tokenmix.training.experiment.build_model`, :func:`tokenmix.training.setup.make_optimizer`,
+:func:`tokenmix.training.loop.make_scheduler`) and a step is the trainer's own
+(:func:`tokenmix.training.loop.train_step`: zero_grad, forward and the task's loss, backward, clipping, optimiser
+and scheduler step) on one fixed batch. All labels are timed in one process with fixed threads, in interleaved
+rounds (A B C, A B C, ...), so a disturbance hits every label alike, and the spread over rounds shows how much it
+mattered. Every time is a :func:`tokenmix.timing.measure`.
+
+It sits above the run layer (:mod:`tokenmix.training`), whose pieces it times, beside :mod:`tokenmix.speed`,
+whose peak-memory method it uses.
 
 * :func:`time_training_steps` (kind ``experiment``): the first training batch of the first seed at the
   experiment's batch size; ``length`` is its width in tokens (image tasks: patches).
@@ -36,17 +40,16 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from .compare import build_model, make_task
-from .experiment import Experiment, RunSpec
 from .tasks.base import ImageBatch, LMBatch, Task, TokenBatch
 from .timing import measure, median_interval
-from .train import _make_scheduler, _train_step
 from .training.batches import remaining_batches
 from .training.config import TrainConfig
+from .training.experiment import Experiment, RunSpec, build_model, make_task
+from .training.loop import make_scheduler, train_step
 from .training.setup import make_optimizer, plan_run
 
 __all__ = ["COLUMNS", "StepCase", "training_cases", "time_training_steps", "time_scaling", "slopes", "Slope",
-           "step_summary", "write_csv", "default_path"]
+           "step_summary", "step_table", "scaling_table", "write_csv", "default_path"]
 
 COLUMNS = ["experiment", "label", "kind", "length", "batch", "round", "step_s", "threads", "peak_mb"]
 
@@ -75,14 +78,14 @@ def _runs(experiment: Experiment, task: Task, labels: Iterable[str] | None) -> l
 
 def _step(task: Task, model: torch.nn.Module, config: TrainConfig, batch: Any,
           total_steps: int) -> Callable[[], float]:
-    """The trainer's step on ``batch`` with a fresh optimiser and scheduler, as :func:`tokenmix.train.train`
+    """The trainer's step on ``batch`` with a fresh optimiser and scheduler, as :func:`tokenmix.training.loop.train`
     sets them up (device, train mode, bf16 autocast when the config asks)."""
     device = torch.device(config.device)
     model.to(device).train()
     optimizer = make_optimizer(model, config)
-    scheduler = _make_scheduler(optimizer, config, total_steps)
+    scheduler = make_scheduler(optimizer, config, total_steps)
     ctx = torch.autocast(device.type, dtype=torch.bfloat16) if config.bf16 else contextlib.nullcontext()
-    return lambda: _train_step(task, model, batch, optimizer, scheduler, ctx, config.grad_clip)
+    return lambda: train_step(task, model, batch, optimizer, scheduler, ctx, config.grad_clip)
 
 
 def _interleaved(name: str, kind: str, cases: list[StepCase], *, rounds: int, threads: int, min_run_time: float,
@@ -280,6 +283,37 @@ def step_summary(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"label": label, "length": length, "batch": int(group[0]["batch"]), "rounds": len(group),
                     "median_s": median, "low_s": low, "high_s": high, "peak_mb": group[0].get("peak_mb", "")})
     return out
+
+
+def step_table(rows: Iterable[dict[str, Any]], train_size: int) -> tuple[list[str], list[list[str]]]:
+    """The headers and rows ``tokenmix steptime`` prints for experiment rows: per label its median step time,
+    95% interval, ratio to the first label, and the epoch time over ``train_size`` examples it implies."""
+    summary = step_summary(rows)
+    first = summary[0]["median_s"]
+    body = []
+    for s in summary:
+        steps = train_size // s["batch"]
+        body.append([s["label"], str(s["length"]), str(s["batch"]), f"{s['median_s'] * 1e3:.2f}",
+                     f"[{s['low_s'] * 1e3:.2f}, {s['high_s'] * 1e3:.2f}]", f"{s['median_s'] / first:.2f}",
+                     str(steps), f"{steps * s['median_s']:.2f}"])
+    return ["label", "length", "batch", "step ms", "95% interval", f"x {summary[0]['label']}", "steps/epoch",
+            "s/epoch"], body
+
+
+def scaling_table(rows: Iterable[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The headers and rows ``tokenmix steptime --lengths`` prints: per label its median step time (and peak
+    memory) at each length, and its log-log slope with the 95% interval (:func:`slopes`)."""
+    rows = list(rows)
+    summary, fitted = step_summary(rows), slopes(rows)
+    lengths = sorted({s["length"] for s in summary})
+    table = {(s["label"], s["length"]): s for s in summary}
+    body = []
+    for label in dict.fromkeys(s["label"] for s in summary):
+        cells = [f"{table[label, n]['median_s'] * 1e3:.2f}" + (f" / {table[label, n]['peak_mb']}"
+                 if table[label, n]["peak_mb"] != "" else "") for n in lengths]
+        fit = fitted.get(label)
+        body.append([label, *cells, f"{fit.median:.2f} [{fit.low:.2f}, {fit.high:.2f}]" if fit else "-"])
+    return ["label", *(f"N={n} ms / MiB" for n in lengths), "slope [95%]"], body
 
 
 def default_path(experiment: Experiment, kind: str) -> Path:

@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..protocols import PAPER_000_MIXER_OPTIONS
 from ..registry import create_mixer, mixer_info
 from ..validate import check_positive_int
 from .layers import Positions, check_dropout, check_ids, check_mask, mask_for_blocks, mixer_kwargs
@@ -20,11 +21,11 @@ def _depth_options(mixer: str, inner_dim: int | None) -> dict[str, object]:
     if inner_dim is None:
         return {}
     # eqs. 1-12 have no biases (W_Q, W_K, W_V, W_G, W_H, W only): every mixer follows them, so Relation does
-    # not carry 192 bias parameters that attention and linear attention lack
+    # not carry 192 bias parameters that attention and linear attention lack (tokenmix.protocols)
     options = mixer_info(mixer).options
     if "inner_dim" not in options:  # the Baseline's point-wise layers are not eqs. 1-12: they keep their biases
         return {}
-    wanted = {"inner_dim": inner_dim, "out_proj": False, "normalize": False, "bias": False}
+    wanted = {"inner_dim": inner_dim, **PAPER_000_MIXER_OPTIONS}
     return {k: v for k, v in wanted.items() if k in options}
 
 

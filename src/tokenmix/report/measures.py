@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .claims import Claim
+from ..training.claims import Claim
 
 __all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "training_cost", "last_window_loss",
            "cost_source", "steps_to_target", "steps_per_epoch", "COST_WINDOWS", "STEPTIME_COMMAND"]

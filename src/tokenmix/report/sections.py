@@ -11,16 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .claims import Claim, PaperText
+from ..training.claims import Claim, PaperText
+from ..training.power import planned_floor
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_per_epoch, steps_to_target,
                        training_cost)
 from .plateau import CRITERION, plateau_count
-from .power import planned_floor
 from .tables import mean_sd_text, num, pvalue, table
 from .verdict import Outcome, judge
 
 if TYPE_CHECKING:
-    from tokenmix.experiment import Experiment
+    from tokenmix.training.experiment import Experiment
 
 __all__ = ["Study", "run_here", "measured_section", "claims_table", "judge_study", "plot_study"]
 
@@ -42,7 +42,7 @@ class Study:
 def run_here(study: Study) -> list[str]:
     """What the experiment file runs: task, model, training, seeds and configurations, and the commands."""
     from tokenmix.tasks import task_info
-    from tokenmix.train import TrainConfig
+    from tokenmix.training.config import TrainConfig
 
     experiment = study.experiment
     fields = {k: v for k, v in experiment.train.items() if k not in ("preset", "threads")}
@@ -194,7 +194,7 @@ def claims_table(outcomes: list[Outcome], found: ExperimentData) -> list[str]:
 def plot_study(study: Study, found: ExperimentData, metric: str, data: Path, out: Path) -> str:
     """Draw ``img/<name>-metric_vs_time.png`` (validation metric against training time, every run) with
     ``tokenmix compare``'s own plot; the markdown line that shows it, or a note."""
-    from tokenmix.compare import plot_histories
+    from tokenmix.training.leaderboard import plot_histories
 
     histories = {(r.label, r.seed): [{k: float(h[k]) for k in ("wall_s", "val_metric")} for h in r.history]
                  for r in found.runs or [] if r.history}

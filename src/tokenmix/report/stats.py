@@ -9,8 +9,9 @@
 * Paired samples (harness rounds): the exact Wilcoxon signed-rank test of the differences,
   ``scipy.stats.wilcoxon(..., method="exact")``; with zero differences dropped, and with tied magnitudes
   through ``permutation_test`` (every one of the 2^n sign flips).
-* Holm's step-down correction, the smallest p each design can give, and a normal-approximation count of
-  the seeds (or rounds) a difference would need.
+* A normal-approximation count of the seeds (or rounds) a difference would need, never fewer than the smallest
+  p each design can give allows (that floor and Holm's correction are :mod:`tokenmix.training.power`'s, shared
+  with ``tokenmix compare --dry-run``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["ALPHA", "mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "holm", "smallest_p_independent",
-           "smallest_p_sign", "smallest_p_wilcoxon", "fewest_for_floor", "normal_count"]
+from ..training.power import ALPHA, smallest_p_independent
 
-ALPHA = 0.05
+__all__ = ["mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "fewest_for_floor", "normal_count"]
+
 POWER = 0.8  # of the normal-approximation seed counts
 
 
@@ -91,32 +92,6 @@ def wilcoxon_greater(differences: list[float]) -> float:
     result = sps.permutation_test((d,), _positive_rank_sum, permutation_type="samples", alternative="greater",
                                   n_resamples=np.inf, vectorized=True)
     return float(result.pvalue)
-
-
-def holm(pvalues: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (reject where adjusted <= alpha), in the input order."""
-    m = len(pvalues)
-    adjusted = [1.0] * m
-    running = 0.0
-    for rank, i in enumerate(sorted(range(m), key=pvalues.__getitem__)):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def smallest_p_independent(n: int, m: int) -> float:
-    """The smallest one-sided exact Mann-Whitney p with n vs m seeds: 1 / C(n + m, n)."""
-    return 1 / math.comb(n + m, n)
-
-
-def smallest_p_sign(n: int) -> float:
-    """The smallest one-sided sign-test p with n values: 2^-n."""
-    return 0.5 ** n
-
-
-def smallest_p_wilcoxon(n: int) -> float:
-    """The smallest one-sided exact signed-rank p with n pairs: 2^-n."""
-    return 0.5 ** n
 
 
 def fewest_for_floor(design: str, factor: int, alpha: float = ALPHA) -> int:

@@ -7,8 +7,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
+from ..training.claims import Claim
+from ..training.power import ALPHA, holm, smallest_p_independent, smallest_p_sign, smallest_p_wilcoxon
 from . import stats
-from .claims import Claim
 from .measures import Values
 from .tables import num, percent, pvalue
 
@@ -18,7 +19,6 @@ __all__ = ["HOLDS", "FAILS", "EQUIVALENT", "OPEN", "MISSING", "VERDICTS", "Outco
 HOLDS, FAILS, OPEN, MISSING = "holds", "does not hold", "inconclusive at this scale", "not measured"
 EQUIVALENT = "does not hold (equivalent)"  # shown with its margin: "does not hold (equivalent within ±2 %)"
 VERDICTS = (HOLDS, FAILS, EQUIVALENT, OPEN, MISSING)
-ALPHA = stats.ALPHA
 Sample = Values | float  # one label's values, or a constant (a chance rate, a slope)
 
 
@@ -77,10 +77,10 @@ def smallest_p(a: Values, b: Sample) -> float:
     """The smallest one-sided p the design can give at these sizes."""
     kind = design(a, b)
     if kind == "independent":
-        return stats.smallest_p_independent(len(a), len(b))
+        return smallest_p_independent(len(a), len(b))
     if kind == "paired":
-        return stats.smallest_p_wilcoxon(len(_pairs(a, b)))
-    return stats.smallest_p_sign(len(a))
+        return smallest_p_wilcoxon(len(_pairs(a, b)))
+    return smallest_p_sign(len(a))
 
 
 @dataclass
@@ -124,8 +124,8 @@ def judge(claims: list[Claim], samples: Samples,
         outcomes.append(outcome)
     decisive = [min(p for p in (o.p_for, o.p_against, o.p_equiv) if p is not None) if o.p_for is not None
                 else 1.0 for o in outcomes]
-    best = stats.holm(floors)
-    for outcome, adjusted, floor, attainable in zip(outcomes, stats.holm(decisive), floors, best):
+    best = holm(floors)
+    for outcome, adjusted, floor, attainable in zip(outcomes, holm(decisive), floors, best):
         if outcome.p_for is None:
             continue
         outcome.adjusted = adjusted

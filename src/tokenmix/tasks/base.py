@@ -10,7 +10,8 @@ A task is built by name, ``tokenmix.tasks.create_task(name, preset="quick", seed
 * ``build_model(mixer, dim=, depth=, num_heads=, mixer_options=, protocol=, init_std=, model_options=)``: a
   ``SequenceClassifier``, ``CausalLM`` or ``ViT`` sized for the task (vocabulary, classes, length), or a
   paper's own network (``protocol="paper-000"``: ``RelationNet``; ``"paper-003"``:
-  ``ContextualizerClassifier``; ``"paper-004"``: the ``CausalLM`` of Chen 2023 §6);
+  ``ContextualizerClassifier``; ``"paper-004"``: the ``CausalLM`` of Chen 2023 §6), with the settings
+  :data:`tokenmix.protocols.MODEL_PROTOCOLS` gives each protocol;
 * ``loss(model, batch)`` and ``evaluate(model, split, batch_size)``: the training loss and the metric.
 
 Tasks register with :func:`register_task`; the trainer and ``tokenmix compare`` see only this registry.
@@ -28,23 +29,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..protocols import MODEL_PROTOCOLS
 from ..validate import is_positive_int
 
 __all__ = ["TaskInfo", "Task", "Split", "TokenBatch", "LMBatch", "ImageBatch", "register_task", "list_tasks",
-           "task_info", "create_task", "pad_sequences", "to_device", "PROTOCOLS"]
+           "task_info", "create_task", "pad_sequences", "to_device"]
 
 SPLITS = ("train", "val", "test")
-
-# The model protocols build_model knows: the task kinds each applies to, and the model settings it fixes.
-PROTOCOLS: dict[str, dict[str, Any]] = {
-    "default": {"kinds": ("classification", "language_model", "image")},
-    # Yamada et al. (2022) §3.2.1: one mixer layer, first token, dropout 0.5, Glorot init (RelationNet)
-    "paper-000": {"kinds": ("classification",)},
-    # Maupomé & Meurs (2021) §3: the Contextualizer classifier, c^(0) ~ U(-1, 1) (Tables 2-3)
-    "paper-003": {"kinds": ("classification",)},
-    # Chen (2023) §6 / Table 1: the pre-LN decoder, N(0, 0.01) init, dropout 0.1
-    "paper-004": {"kinds": ("language_model",)},
-}
 
 
 @dataclass(frozen=True)
@@ -170,7 +161,8 @@ class Task:
                     init_std: float | None = None, model_options: dict[str, Any] | None = None) -> nn.Module:
         """The model this task trains, sized for the task (vocabulary, classes, length).
 
-        ``mixer`` is a registry name or a layer pattern (:mod:`tokenmix.models.patterns`). ``protocol``:
+        ``mixer`` is a registry name or a layer pattern (:mod:`tokenmix.models.patterns`). ``protocol`` (one of
+        :data:`tokenmix.protocols.MODEL_PROTOCOLS`, where each setting below is cited):
 
         * ``"default"``: a ``SequenceClassifier`` pooling the mean of the real tokens, a ``CausalLM``, or a
           ``ViT`` over 4 x 4 patches (``model_options={"patch_size": ...}`` changes it);
@@ -190,23 +182,24 @@ class Task:
         from ..models import CausalLM, ContextualizerClassifier, RelationNet, SequenceClassifier, ViT
 
         kind = self.info.kind
-        if protocol not in PROTOCOLS:
-            self._fail(f"unknown model protocol {protocol!r}; protocols: {', '.join(PROTOCOLS)}")
-        if kind not in PROTOCOLS[protocol]["kinds"]:
-            self._fail(f"protocol {protocol!r} is for {', '.join(PROTOCOLS[protocol]['kinds'])} tasks; "
-                       f"this task is {kind}")
-        options = {**self.model_defaults, **(model_options or {})}
+        if protocol not in MODEL_PROTOCOLS:
+            self._fail(f"unknown model protocol {protocol!r}; protocols: {', '.join(MODEL_PROTOCOLS)}")
+        settings = MODEL_PROTOCOLS[protocol]
+        if kind not in settings["kinds"]:
+            self._fail(f"protocol {protocol!r} is for {', '.join(settings['kinds'])} tasks; this task is {kind}")
+        # the protocol's settings, under the task's preset (model_defaults), the options and init_std
+        options = {**settings["options"], **self.model_defaults, **(model_options or {})}
         if init_std is not None:
             options["init_std"] = init_std
-        if protocol in ("paper-000", "paper-003") and depth != 1:
+        if settings["single_layer"] and depth != 1:
             self._fail(f"protocol {protocol!r} has a single mixing layer; depth must be 1, got {depth}")
-        if protocol == "paper-000":
+        if settings["mixer"] is not None and mixer != settings["mixer"]:
+            self._fail(f"protocol {protocol!r} is the {settings['mixer'].capitalize()}'s own network; "
+                       f"got mixer {mixer!r}")
+        if settings["network"] == "RelationNet":
             return _construct(RelationNet, self, options, self.vocab_size, self.num_classes, mixer, dim,
                               max_len=self.max_len, num_heads=num_heads, mixer_options=mixer_options)
-        if protocol == "paper-003":
-            if mixer != "contextualizer":
-                self._fail(f"protocol 'paper-003' is the Contextualizer's own network; got mixer {mixer!r}")
-            options.setdefault("context", "random")
+        if settings["network"] == "ContextualizerClassifier":
             return _construct(ContextualizerClassifier, self, options, self.vocab_size, self.num_classes, dim,
                               max_len=self.max_len, mixer_options=mixer_options)
         if kind == "classification":
@@ -214,8 +207,6 @@ class Task:
             return _construct(SequenceClassifier, self, options, self.vocab_size, self.num_classes, mixer, dim,
                               depth, num_heads=num_heads, max_len=self.max_len, mixer_options=mixer_options)
         if kind == "language_model":
-            if protocol == "paper-004":
-                options = {"init_std": 0.01, "dropout": 0.1, **options}
             return _construct(CausalLM, self, options, self.vocab_size, mixer, dim, depth, self.max_len,
                               num_heads=num_heads, mixer_options=mixer_options)
         c, h, w = self.image_shape

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..protocols import PAPER_004_INIT_STD
 from ..validate import is_positive_int
 from .base import Split, Task, register_task
 
@@ -123,7 +124,7 @@ class LMTask(Task):
         self.max_len = self.context = context
         self.stride, self.preset, self.seed = stride, preset, seed
         # The paper preset is Chen (2023) §6's setting, whose models start from N(0, 0.01) (every mixer alike).
-        self.model_defaults = {"init_std": 0.01} if preset == "paper" else {}
+        self.model_defaults = {"init_std": PAPER_004_INIT_STD} if preset == "paper" else {}
 
         width = context + 1
         self.token_counts: dict[str, int] = {}

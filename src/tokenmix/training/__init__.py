@@ -1,5 +1,21 @@
-"""The pieces :func:`tokenmix.train.train` is built from, each on its own: the config, its presets and
-the result records (:mod:`.config`), the config checks (:mod:`.checks`), the
-run's plan, optimiser, DDP wrapper and memory meter (:mod:`.setup`), the batches (:mod:`.batches`), the
-checkpoint files and RNG states (:mod:`.checkpoint`) and the logs, tensorboard scalars and progress bar
-(:mod:`.reporting`). The loop, its state and the evaluation rules are in :mod:`tokenmix.train`."""
+"""The run layer: one training run, and a sweep of them described by an experiment file.
+
+Within the package, lower modules never import higher ones:
+
+* the sweep (``tokenmix compare``): :mod:`.sweep` plans every run of an experiment, trains them in fresh
+  processes and resumes an interrupted sweep; :mod:`.status` says what a sweep has done and has left
+  (``--status``);
+* what a sweep writes and reads: :mod:`.results` (the committed CSVs, the config hash that keys them, git
+  commits), :mod:`.leaderboard` (``results.csv``, ``report.md``, the plots), :mod:`.power` (the smallest p each
+  claim's design can reach, ``--dry-run``);
+* the experiment file: :mod:`.experiment` (parsing, ``--set`` overrides, budgets, checks; the task and models it
+  describes) and :mod:`.claims` (its ``[[claims]]`` and ``[paper]`` tables);
+* one run: :mod:`.loop` (:func:`~tokenmix.training.loop.train`: the loop, its state and the evaluation rules)
+  built from :mod:`.config` (:class:`~tokenmix.training.config.TrainConfig`, which checks itself when it is
+  made, and the result records), :mod:`.setup` (the run's plan, optimiser, DDP wrapper, memory meter),
+  :mod:`.batches`, :mod:`.checkpoint` (files and RNG states) and :mod:`.reporting` (logs, tensorboard, progress).
+
+The per-paper presets (training presets, model protocols, initialisations) are :mod:`tokenmix.protocols`. Above
+this package: the command line, the report (:mod:`tokenmix.report`) and the step-time harness
+(:mod:`tokenmix.steptime`); below it: the tasks, the models, the mixers.
+"""

@@ -1,4 +1,4 @@
-"""The training batches of :func:`tokenmix.train.train`: which ones a step takes (the same for every model),
+"""The training batches of :func:`tokenmix.training.loop.train`: which ones a step takes (the same for every model),
 each rank's rows of them under data parallelism, and the tokens they hold."""
 
 from __future__ import annotations

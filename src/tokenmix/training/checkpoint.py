@@ -2,7 +2,7 @@
 states a checkpoint carries.
 
 ``out_dir/checkpoint/`` holds ``model.safetensors`` (``safetensors.torch.save_model``, which handles tied
-weights) and ``state.pt`` (one dict, built by :func:`tokenmix.train.train`). It is written whole into a
+weights) and ``state.pt`` (one dict, built by :func:`tokenmix.training.loop.train`). It is written whole into a
 temporary sibling that is then renamed into place, so an interruption leaves the previous checkpoint readable
 (as ``checkpoint.old`` when it falls between the two renames). ``out_dir/best.safetensors`` holds the
 best-validation weights.

@@ -1,23 +1,37 @@
-"""What a training run is asked to do: :class:`TrainConfig` and its named presets, and what it gives back
-(:class:`EvalRecord` per evaluation, :class:`TrainResult`); :func:`tokenmix.train.train` runs it.
+"""What a training run is asked to do: :class:`TrainConfig`, which checks itself when it is made, and what it
+gives back (:class:`EvalRecord` per evaluation, :class:`TrainResult`); :func:`tokenmix.training.loop.train`
+runs it.
 
-**Presets** (:data:`TRAIN_PRESETS`, :meth:`TrainConfig.preset`): ``"quick"`` is the dataclass defaults with
-lr 3e-3 (AdamW, weight decay 0.01, cosine, clipping 1.0, batch 32; for short CPU runs); ``"paper-004"``
-is Chen (2023) Table 1 (AdamW lr 1e-3, betas (0.9, 0.999), constant lr, batch 64; no clipping or
-warm-up is mentioned, so none; weight decay is not given, so PyTorch's AdamW default 0.01);
-``"paper-000"`` is Yamada et al. (2022) §3.2.1-3.3 (Adam with its default settings, batch 256, early
-stopping with patience 5, time to 0.8 accuracy reached at 10 evaluations in a row); ``"paper-003"`` is
-Maupomé & Meurs (2021) §3.2 (Adam, batch 64, 10 epochs; lr not given, so Adam's default 1e-3).
+**Presets** (:meth:`TrainConfig.preset`): the named settings of :data:`tokenmix.protocols.TRAIN_PRESETS`,
+each paper's with its citations there; ``"quick"`` is the dataclass defaults with lr 3e-3 (for short CPU runs).
+
+**Checks** (:meth:`TrainConfig.validate`, run on construction and again by ``train``): every field, one
+``ValueError`` naming the first field the loop cannot use.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .checks import check_config
+import torch
 
-__all__ = ["TrainConfig", "TRAIN_PRESETS", "EvalRecord", "TrainResult", "validate_config"]
+from ..protocols import TRAIN_PRESETS
+
+__all__ = ["TrainConfig", "EvalRecord", "TrainResult"]
+
+_OPTIMIZERS = ("adamw", "adam")
+_SCHEDULES = ("cosine", "constant")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 @dataclass
@@ -48,9 +62,13 @@ class TrainConfig:
     progress: bool | None = None  # tqdm bar; None = only when stderr is a TTY
     tensorboard: bool = False  # optional; torch.utils.tensorboard imported lazily
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "TrainConfig":
-        """The named preset of :data:`TRAIN_PRESETS` with ``overrides`` on top (unknown names raise)."""
+        """The named preset of :data:`~tokenmix.protocols.TRAIN_PRESETS` with ``overrides`` on top (unknown names
+        raise)."""
         if name not in TRAIN_PRESETS:
             raise ValueError(f"unknown training preset {name!r}; presets: {', '.join(TRAIN_PRESETS)}")
         known = {f.name for f in fields(cls)}
@@ -59,18 +77,75 @@ class TrainConfig:
             raise ValueError(f"TrainConfig has no field(s) {unknown}")
         return cls(**{**TRAIN_PRESETS[name], **overrides})
 
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first field that :func:`tokenmix.training.loop.train` cannot use."""
+        self._check_counts()
+        self._check_optimizer()
+        self._check_switches()
 
-# Each paper's training settings, named (see the module docstring); "quick" is the defaults with lr 3e-3.
-TRAIN_PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {"lr": 3e-3},
-    "paper-004": {"optimizer": "adamw", "lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": 0.01,
-                  "schedule": "constant", "warmup_steps": 0, "grad_clip": None, "batch_size": 64},
-    "paper-000": {"optimizer": "adam", "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0,
-                  "schedule": "constant", "warmup_steps": 0, "grad_clip": None, "batch_size": 256,
-                  "patience": 5, "target": 0.8, "target_k": 10},
-    "paper-003": {"optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "schedule": "constant",
-                  "warmup_steps": 0, "grad_clip": None, "batch_size": 64, "epochs": 10},
-}
+    def _bad(self, name: str, what: str) -> None:
+        raise ValueError(f"TrainConfig.{name} must be {what}, got {getattr(self, name)!r}")
+
+    def _check_counts(self) -> None:
+        for name in ("max_steps", "epochs", "eval_every", "checkpoint_every", "patience"):
+            v = getattr(self, name)
+            if v is not None and (not _is_int(v) or v < 1):
+                self._bad(name, "None or a positive int")
+        if self.max_steps is not None and self.epochs is not None:
+            raise ValueError(f"TrainConfig.max_steps and TrainConfig.epochs are exclusive; got max_steps="
+                             f"{self.max_steps!r} and epochs={self.epochs!r}")
+        for name in ("batch_size", "eval_batch_size", "target_k", "cost_window"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 1:
+                self._bad(name, "a positive int")
+        if not _is_int(self.warmup_steps) or self.warmup_steps < 0:
+            self._bad("warmup_steps", "an int >= 0")
+        if not _is_int(self.seed) or self.seed < 0:
+            self._bad("seed", "an int >= 0")
+
+    def _check_optimizer(self) -> None:
+        if not _is_real(self.lr) or self.lr < 0:
+            self._bad("lr", "a finite float >= 0")
+        if not _is_real(self.weight_decay) or self.weight_decay < 0:
+            self._bad("weight_decay", "a finite float >= 0")
+        if self.optimizer not in _OPTIMIZERS:
+            self._bad("optimizer", f"one of {_OPTIMIZERS}")
+        if self.optimizer == "adam" and self.weight_decay != 0:
+            raise ValueError(f"TrainConfig.optimizer='adam' takes no weight decay (got weight_decay="
+                             f"{self.weight_decay!r}); use optimizer='adamw' for decoupled weight decay")
+        if self.schedule not in _SCHEDULES:
+            self._bad("schedule", f"one of {_SCHEDULES}")
+        if (not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2
+                or not all(_is_real(b) and 0 <= b < 1 for b in self.betas)):
+            self._bad("betas", "a pair of floats in [0, 1)")
+        if not _is_real(self.eps) or self.eps <= 0:
+            self._bad("eps", "a finite float > 0")
+        if self.grad_clip is not None and (not _is_real(self.grad_clip) or self.grad_clip <= 0):
+            self._bad("grad_clip", "None or a finite float > 0")
+        if self.target is not None and not _is_real(self.target):
+            self._bad("target", "None or a finite float")
+
+    def _check_switches(self) -> None:
+        for name in ("bf16", "resume", "tensorboard"):
+            if not isinstance(getattr(self, name), bool):
+                self._bad(name, "a bool")
+        if self.progress is not None and not isinstance(self.progress, bool):
+            self._bad("progress", "None or a bool")
+        if self.out_dir is not None and (not isinstance(self.out_dir, (str, os.PathLike)) or not str(self.out_dir)):
+            self._bad("out_dir", "None or a non-empty path")
+        if self.resume and self.out_dir is None:
+            raise ValueError("TrainConfig.resume=True needs TrainConfig.out_dir (where the checkpoint is)")
+        if self.tensorboard and self.out_dir is None:
+            raise ValueError("TrainConfig.tensorboard=True needs TrainConfig.out_dir (events go to "
+                             "out_dir/tensorboard)")
+        if not isinstance(self.device, (str, torch.device)):
+            self._bad("device", "a device string such as 'cpu' or 'cuda'")
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, ValueError) as err:
+            raise ValueError(f"TrainConfig.device: not a device: {self.device!r} ({err})") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"TrainConfig.device={self.device!r}, but CUDA is not available")
 
 
 @dataclass
@@ -100,11 +175,3 @@ class TrainResult:
     stopped_early: bool = False
     train_cost: float | None = None  # median of the per-batch training losses over the last cost_batches batches
     cost_batches: int = 0
-
-
-def validate_config(config: TrainConfig) -> None:
-    """Raise on a ``config`` that :func:`tokenmix.train.train` cannot use (experiment files are checked with it
-    before any run)."""
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-    check_config(config)

@@ -1,4 +1,4 @@
-"""What :func:`tokenmix.train.train` fixes before its first step: the :class:`RunPlan` (device, ranks, step
+"""What :func:`tokenmix.training.loop.train` fixes before its first step: the :class:`RunPlan` (device, ranks, step
 counts), the optimiser, the ``DistributedDataParallel`` wrapper and the peak-memory meter."""
 
 from __future__ import annotations

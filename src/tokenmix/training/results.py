@@ -3,7 +3,8 @@
 ``tokenmix compare --results DIR`` (:class:`ResultsDir`) writes, for the experiment ``<name>``, after each
 finished run:
 
-* ``DIR/<name>.csv``: one row per run (:data:`tokenmix.compare.COLUMNS`) plus ``config_hash`` (below);
+* ``DIR/<name>.csv``: one row per run (:data:`COLUMNS`, :func:`result_row`; the sweep's ``results.csv``) plus
+  ``config_hash`` (below);
 * ``DIR/<name>-history.csv``: every evaluation of every run (:data:`HISTORY_COLUMNS`);
 * ``DIR/<name>-chance.csv`` (classification and image tasks), once: the train split's majority class and its
   share of the train and test splits (:data:`CHANCE_COLUMNS`);
@@ -39,10 +40,15 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ResultsDir", "run_config", "config_hash",
-           "first_difference", "history_records", "chance_row", "read_csv", "write_csv", "upsert_rows",
-           "git_commit", "sweep_status"]
+from .config import TrainConfig
 
+__all__ = ["COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ResultsDir", "run_config", "config_hash",
+           "first_difference", "result_row", "history_records", "chance_row", "typed", "read_csv", "write_csv",
+           "upsert_rows", "git_commit"]
+
+COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
+           "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb", "train_cost",
+           "cost_batches"]
 HISTORY_COLUMNS = ["label", "seed", "step", "epoch", "wall_s", "train_loss", "val_loss", "val_metric"]
 CHANCE_COLUMNS = ["majority_class", "train_rate", "test_rate"]
 HASH_COLUMN = "config_hash"
@@ -54,10 +60,8 @@ _TEXT_COLUMNS = {"experiment", "task", "label", "mixer", "metric", HASH_COLUMN}
 
 # -- the config hash ---------------------------------------------------------------------------------------
 def run_config(experiment: Any, run: Any) -> dict[str, Any]:
-    """The resolved config of ``run`` (a :class:`~tokenmix.experiment.RunSpec` of ``experiment``) that its
-    ``config_hash`` is computed from (see the module docstring)."""
-    from .training.config import TrainConfig
-
+    """The resolved config of ``run`` (a :class:`~tokenmix.training.experiment.RunSpec` of ``experiment``) that
+    its ``config_hash`` is computed from (see the module docstring)."""
     config, default = experiment.train_config(run), TrainConfig()
     train = {f.name: getattr(config, f.name) for f in fields(TrainConfig)
              if f.name not in _NOT_HASHED and getattr(config, f.name) != getattr(default, f.name)}
@@ -95,6 +99,23 @@ def first_difference(old: Any, new: Any, path: str = "") -> str | None:
 
 
 # -- rows --------------------------------------------------------------------------------------------------
+def result_row(experiment: Any, run: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`COLUMNS` row of ``run`` of ``experiment`` from its ``result.json`` dict (a
+    :class:`~tokenmix.training.config.TrainResult` as a dict)."""
+    value = result["test_metric"] if result["test_metric"] is not None else result["best_metric"]
+    history = result["history"]
+    return {"experiment": experiment.name, "task": experiment.task["name"], "label": run.label,
+            "mixer": run.mixer if isinstance(run.mixer, str) else "+".join(run.mixer), "seed": run.seed,
+            "params": result["params"], "metric": result["metric_name"], "value": round(value, 6),
+            "best_val": round(result["best_metric"], 6), "best_epoch": round(result["best_epoch"], 3),
+            "steps": result["steps"], "time_per_epoch_s": round(result["time_per_epoch_s"], 4),
+            "time_to_target_s": "" if result["time_to_target_s"] is None else round(result["time_to_target_s"], 3),
+            "wall_s": round(history[-1]["wall_s"], 3) if history else 0.0,
+            "tokens_per_s": round(result["tokens_per_s"], 1), "peak_mem_mb": round(result["peak_mem_mb"], 1),
+            "train_cost": "" if result.get("train_cost") is None else round(result["train_cost"], 6),
+            "cost_batches": result.get("cost_batches", 0)}
+
+
 def history_records(label: str, seed: int, history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """A run's evaluations as ``-history.csv`` rows (the step as is, the rest rounded to 6 digits)."""
     rows: list[dict[str, Any]] = []
@@ -303,95 +324,3 @@ class ResultsDir:
         if self.commit:
             git_commit(written, f"{self.name}: {row['label']} seed {row['seed']} ({row['metric']} {row['value']})")
         return written
-
-
-# -- status ------------------------------------------------------------------------------------------------
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
-
-
-def sweep_status(experiment: Any, out_dir: str | Path, results_dir: str | Path | None = None,
-                 jobs: int = 1) -> str:
-    """Per label: runs done (a row in ``results_dir`` with the run's config_hash, or ``result.json`` in
-    ``out_dir``), partial (a checkpoint: its step / total) and remaining; the estimated time left (mean training
-    wall time of the finished runs of the label, else of all finished runs, times the remaining runs (a partial
-    one by its remaining fraction), over ``jobs``); the stale rows. Trains nothing."""
-    from .compare import CONFIG_FILE, RESULT_FILE, _check_out_dir, _run_dir, plan
-    from .training.checkpoint import Checkpointer
-
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
-    out = Path(out_dir)
-    task, planned = plan(experiment)
-    notes: list[str] = []
-    use_out = True
-    try:
-        import contextlib
-        import io
-
-        with contextlib.redirect_stdout(io.StringIO()):
-            _check_out_dir(out, experiment)
-    except ValueError as error:
-        use_out = False
-        notes.append(f"{out}: not counted: {error}")
-    record = ResultsDir(results_dir, experiment.name) if results_dir is not None else None
-    recorded = record.rows() if record is not None else {}
-    state: dict[str, tuple[str, float | None, float]] = {}  # key -> (done | partial | todo, wall_s, left fraction)
-    stale, partial_text = [], {}
-    for p in planned:
-        spec, run_dir = p.spec, _run_dir(out, p.spec)
-        row = recorded.get((spec.label, spec.seed))
-        reason = record.stale_reason(row, run_config(experiment, spec)) if row is not None else "absent"
-        if row is not None and reason is None:
-            state[spec.key] = ("done", float(row["wall_s"] or 0.0), 0.0)
-            continue
-        if row is not None:
-            stale.append(f"  {spec.label} seed {spec.seed}: {reason}")
-        if use_out and (run_dir / RESULT_FILE).exists():
-            history = json.loads((run_dir / RESULT_FILE).read_text())["history"]
-            state[spec.key] = ("done", history[-1]["wall_s"] if history else 0.0, 0.0)
-            continue
-        found = Checkpointer(str(run_dir), writes=False).find() if use_out else None
-        if found is not None:
-            step = int(Checkpointer.read_state(found).get("step", 0))
-            partial_text[spec.key] = f"seed{spec.seed} {step}/{p.total_steps}"
-            state[spec.key] = ("partial", None, max(0.0, 1.0 - step / max(1, p.total_steps)))
-        else:
-            state[spec.key] = ("todo", None, 1.0)
-    walls = [w for s, w, _ in state.values() if s == "done" and w is not None]
-    header = ["label", "done", "remaining", "partial", "time left"]
-    table, total_left = [], 0.0
-    for label in dict.fromkeys(p.spec.label for p in planned):
-        keys = [p.spec.key for p in planned if p.spec.label == label]
-        done = [k for k in keys if state[k][0] == "done"]
-        mine = [state[k][1] for k in done if state[k][1] is not None]
-        mean = sum(mine) / len(mine) if mine else (sum(walls) / len(walls) if walls else None)
-        left = sum(state[k][2] for k in keys)
-        seconds = (mean or 0.0) * left
-        total_left += seconds
-        table.append([label, f"{len(done)}/{len(keys)}", str(len(keys) - len(done)),
-                      ", ".join(partial_text[k] for k in keys if k in partial_text) or "-",
-                      "-" if left == 0 else ("?" if mean is None else _duration(seconds))])
-    widths = [max(len(r[i]) for r in [header] + table) for i in range(len(header))]
-    lines = [f"experiment {experiment.name!r}: task {task.info.name}, {len(planned)} runs; out {out}"
-             + (f"; results {record.csv}" if record is not None else "")
-             + (f" ({CONFIG_FILE} there: another experiment)" if not use_out else ""), ""]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + table]
-    lines.insert(3, "-" * len(lines[2]))
-    finished = sum(1 for s, _, _ in state.values() if s == "done")
-    partial = sum(1 for s, _, _ in state.values() if s == "partial")
-    if finished == len(planned):
-        eta = "nothing left"
-    elif not walls:
-        eta = "time left unknown (no finished run yet)"
-    else:
-        eta = (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from the training wall "
-               f"time of the finished runs)")
-    lines += ["", f"{finished}/{len(planned)} done, {len(planned) - finished} remaining ({partial} partial); {eta}"]
-    if stale:
-        lines += ["", "stale rows (train again, their rows will be replaced):"] + stale
-    if notes:
-        lines += [""] + notes
-    return "\n".join(lines)

@@ -1,7 +1,7 @@
 """Training loop shared by every task and model: AdamW, warm-up + cosine schedule, early stopping,
 time-to-target, checkpoint/resume, logs, and optional multi-process data parallelism.
 
-Protocol (Yamada et al. (2022) §3.2-3.3 and Chen (2023) §6):
+Protocol (Yamada et al. (2022) §3.2 and Chen (2023) §6):
 
 * **Optimiser**: ``optimizer="adamw"`` (decoupled weight decay, Loshchilov & Hutter) or ``"adam"`` (Kingma &
   Ba; ``weight_decay`` must then be 0 -- Adam's coupled L2 penalty is not offered), with ``betas`` and
@@ -12,8 +12,8 @@ Protocol (Yamada et al. (2022) §3.2-3.3 and Chen (2023) §6):
   warm-up step) and, after it, ``f(s) = 1`` for ``schedule="constant"`` or, for ``"cosine"``,
   ``f(s) = 0.5 * (1 + cos(pi * (s - warmup_steps) / (total - warmup_steps)))`` (cosine decay to 0 at
   ``total``, the planned number of steps; early stopping does not change it). See :func:`lr_factor`.
-* **Presets**: :data:`~tokenmix.training.config.TRAIN_PRESETS` (each paper's settings, named; see
-  :mod:`tokenmix.training.config`).
+* **Presets**: :meth:`TrainConfig.preset <tokenmix.training.config.TrainConfig.preset>` (each paper's settings,
+  named, with their citations in :mod:`tokenmix.protocols`).
 * **Same batches for every model** (Chen (2023) §6): the batches of epoch ``e`` are
   ``task.batches("train", batch_size, shuffle=True, seed=seed * 1000 + e, drop_last=True)``, which depend
   on the task and the seed only. ``torch.manual_seed(seed)`` is called before anything random in
@@ -21,7 +21,7 @@ Protocol (Yamada et al. (2022) §3.2-3.3 and Chen (2023) §6):
 * **Evaluation** every ``eval_every`` steps (default: once per epoch) and after the last step; each one
   appends an :class:`EvalRecord`. **Early stopping** (Yamada et al. (2022): patience 5) stops after
   ``patience`` evaluations in a row without a strict improvement of the validation metric (higher accuracy /
-  lower perplexity). **Time to target** (Yamada et al. (2022) §3.3): training wall time until the validation
+  lower perplexity). **Time to target** (Yamada et al. (2022) §3.2.3): training wall time until the validation
   metric has been at least as good as ``target`` at ``target_k`` evaluations in a row (Yamada et al.: k = 10);
   training goes on.
 * **Timing**: ``wall_s``, ``time_per_epoch_s``, ``time_to_target_s`` and ``tokens_per_s`` count training
@@ -64,11 +64,12 @@ dropout masks; rank 0 matches a single process). Rank 0 evaluates, writes logs a
 broadcasts the metrics so every rank makes the same stopping decisions; the other ranks need ``out_dir``
 on a shared file system only to resume.
 
-Code map: :func:`train` derives a :class:`RunPlan` (steps, ranks, device), builds the optimiser and scheduler,
-starts a :class:`LoopState` (fresh or from the checkpoint, :func:`_start`) and runs the loop: one
-:func:`_train_step` per batch; at each evaluation an :class:`EvalRecord` (:func:`_validation_record`) that the
-:class:`EvalTracker` scores (best, patience, target) and the :class:`~tokenmix.training.reporting.Reporter`
-logs; the checkpoint when due (:func:`_checkpoint_due`, :func:`_checkpoint_state`).
+Code map: :func:`train` checks its config again (:meth:`TrainConfig.validate`), derives a :class:`RunPlan`
+(steps, ranks, device), builds the optimiser and scheduler (:func:`make_scheduler`), starts a :class:`LoopState`
+(fresh or from the checkpoint, :func:`_start`) and runs the loop: one :func:`train_step` per batch; at each
+evaluation an :class:`EvalRecord` (:func:`_validation_record`) that the :class:`EvalTracker` scores (best,
+patience, target) and the :class:`~tokenmix.training.reporting.Reporter` logs; the checkpoint when due
+(:func:`_checkpoint_due`, :func:`_checkpoint_state`).
 """
 
 from __future__ import annotations
@@ -84,15 +85,15 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from .procmem import synchronize
-from .tasks.base import Task
-from .training.batches import count_tokens, remaining_batches, shard
-from .training.checkpoint import Checkpointer, gather_rng_states, restore_rng_states
-from .training.config import TRAIN_PRESETS, EvalRecord, TrainConfig, TrainResult, validate_config
-from .training.reporting import Reporter
-from .training.setup import PeakMemory, RunPlan, make_optimizer, plan_run, wrap_ddp
+from ..procmem import synchronize
+from ..tasks.base import Task
+from .batches import count_tokens, remaining_batches, shard
+from .checkpoint import Checkpointer, gather_rng_states, restore_rng_states
+from .config import EvalRecord, TrainConfig, TrainResult
+from .reporting import Reporter
+from .setup import PeakMemory, RunPlan, make_optimizer, plan_run, wrap_ddp
 
-__all__ = ["TrainConfig", "TRAIN_PRESETS", "EvalRecord", "TrainResult", "train", "lr_factor"]
+__all__ = ["train", "lr_factor", "make_scheduler", "train_step", "LoopState", "EvalTracker"]
 
 _CHECKPOINT_VERSION = 1
 
@@ -189,8 +190,9 @@ class EvalTracker:
 # -- set-up and resume --------------------------------------------------------------------------------
 
 
-def _make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig,
-                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig,
+                   total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The ``LambdaLR`` of ``config``'s schedule (:func:`lr_factor`) over ``total_steps``."""
     def factor(step: int) -> float:  # a function, not a callable object: LambdaLR then keeps it out of its state
         return lr_factor(step, config.warmup_steps, total_steps, config.schedule)
 
@@ -225,9 +227,9 @@ def _start(config: TrainConfig, plan: RunPlan, ckpt: Checkpointer | None, model:
 # -- steps and evaluations -------------------------------------------------------------------------
 
 
-def _train_step(task: Task, model: nn.Module, batch: Any, optimizer: torch.optim.Optimizer,
-                scheduler: torch.optim.lr_scheduler.LambdaLR, ctx: contextlib.AbstractContextManager[Any],
-                grad_clip: float | None) -> float:
+def train_step(task: Task, model: nn.Module, batch: Any, optimizer: torch.optim.Optimizer,
+               scheduler: torch.optim.lr_scheduler.LambdaLR, ctx: contextlib.AbstractContextManager[Any],
+               grad_clip: float | None) -> float:
     """One optimiser step on ``batch``: forward under ``ctx`` (autocast, or nothing), backward, gradient
     clipping, optimiser and scheduler step. Returns the loss."""
     optimizer.zero_grad(set_to_none=True)
@@ -313,13 +315,15 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
 
     ``on_step(step, total_steps, last_val_metric)`` is called after every optimiser step, when given.
     On return ``model`` holds the best-validation weights (on ``config.device``)."""
-    validate_config(config)
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    config.validate()  # again: a field may have been changed since construction
     plan = plan_run(task, config)
     torch.manual_seed(config.seed + plan.rank)
     model.to(plan.device)
     model.train()
     optimizer = make_optimizer(model, config)
-    scheduler = _make_scheduler(optimizer, config, plan.total_steps)
+    scheduler = make_scheduler(optimizer, config, plan.total_steps)
     ckpt = Checkpointer(str(config.out_dir), writes=plan.is_main) if config.out_dir is not None else None
     loop = _start(config, plan, ckpt, model, optimizer, scheduler)
     train_model = wrap_ddp(model, plan)
@@ -334,8 +338,8 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
         while loop.step < plan.total_steps and not loop.stopped_early:
             for batch in remaining_batches(task, config.batch_size, config.seed, plan.steps_per_epoch, loop.step):
                 loop.tokens += count_tokens(batch, model)
-                loss = _train_step(task, train_model, shard(batch, plan.rank, plan.world), optimizer, scheduler,
-                                   ctx, config.grad_clip)
+                loss = train_step(task, train_model, shard(batch, plan.rank, plan.world), optimizer, scheduler,
+                                  ctx, config.grad_clip)
                 loop.loss_sum += loss
                 loop.loss_count += 1
                 loop.recent_losses.append(loss)

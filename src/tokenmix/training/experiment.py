@@ -11,14 +11,14 @@
     preset = "quick"
 
     [model]                   # protocol, sizes and model-class options (Task.build_model)
-    protocol = "default"      # default | paper-000 | paper-003 | paper-004
+    protocol = "default"      # default | paper-000 | paper-003 | paper-004 (tokenmix.protocols)
     dim = 32
     depth = 2
     heads = 2                 # goes to the mixers with heads only (MixerInfo.heads)
     # init_std = 0.01, ffn_dim = 128, dropout = 0.1, pooling = "mean", patch_size = 4, inner_dim = 64, ...
 
     [train]                   # a training preset and TrainConfig fields on top of it
-    preset = "quick"          # quick | paper-000 | paper-003 | paper-004
+    preset = "quick"          # quick | paper-000 | paper-003 | paper-004 (tokenmix.protocols)
     max_steps = 1500
     threads = 1               # torch threads per run (default: the cores shared out between --jobs)
 
@@ -35,13 +35,14 @@
     model = { heads = 32 }        # [model] settings for this entry only
 
     [paper]                   # optional: the paper this reproduces, for `tokenmix report`
-    [[claims]]                # optional: the claims `tokenmix report` judges (tokenmix.report.claims)
+    [[claims]]                # optional: the claims `tokenmix report` judges (tokenmix.training.claims)
 
 :func:`load_experiment` reads a file (or the embedded default), applies ``--set key=value`` overrides
 (dotted keys, TOML values: ``train.lr=1e-3``, ``model.dim=64``, ``seeds=[0,1,2]``), and checks every key
 and value: an unknown key, a wrong type, or a mixer that cannot run the task raises ``ValueError`` naming
-it. :meth:`Experiment.plan` builds every model once (parameter counts, model options checked by the model
-itself), so that all of this fails before any training starts.
+it. :func:`tokenmix.training.sweep.plan` builds every model once (:func:`build_model`: parameter counts, model
+options checked by the model itself), so that all of this fails before any training starts. :func:`make_task`
+builds the experiment's task.
 """
 
 from __future__ import annotations
@@ -55,13 +56,18 @@ from typing import Any
 
 import tomllib
 
-from .models.patterns import parse_layer_mixer, pattern_names
-from .registry import mixer_info
-from .training.config import TRAIN_PRESETS, TrainConfig, validate_config
-from .validate import is_positive_int
+import torch
+
+from ..models.patterns import parse_layer_mixer, pattern_names
+from ..protocols import MODEL_PROTOCOLS, TRAIN_PRESETS
+from ..registry import mixer_info
+from ..tasks import Task, create_task
+from ..validate import is_positive_int
+from .claims import parse_claims, parse_paper
+from .config import TrainConfig
 
 __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budget", "parse_overrides", "to_toml",
-           "DEFAULT_EXPERIMENT", "BASELINE", "PLOTS"]
+           "make_task", "build_model", "skip_reason", "DEFAULT_EXPERIMENT", "BASELINE", "PLOTS"]
 
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
 PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
@@ -173,8 +179,6 @@ class Experiment:
         description = data.get("description", "")
         if not isinstance(description, str):
             _fail(f"description must be a string, got {description!r}")
-        from .report.claims import parse_claims, parse_paper
-
         claims, paper = data.get("claims", []), data.get("paper", {})
         try:
             parse_claims(claims)
@@ -203,10 +207,12 @@ class Experiment:
     # -- what runs ---------------------------------------------------------------------------------------
     def entries_with_baseline(self, task_kind: str) -> list[MixerEntry]:
         """The entries, plus the ``mlp`` baseline when ``report.baseline`` asks for it, no entry is it
-        already, and it fits the model protocol (the Contextualizer's own network has no place for it)."""
+        already, and it fits the model protocol (its ``baseline`` in :data:`tokenmix.protocols.MODEL_PROTOCOLS`:
+        the Contextualizer's own network has no place for it)."""
         entries = list(self.mixers)
         wants = self.report.get("baseline", True)
-        if wants and all(e.names != [BASELINE] for e in entries) and self.model["protocol"] != "paper-003":
+        fits = MODEL_PROTOCOLS.get(self.model["protocol"] or "default", {}).get("baseline", True)
+        if wants and all(e.names != [BASELINE] for e in entries) and fits:
             entries.append(MixerEntry(BASELINE, (BASELINE,)))
         return entries
 
@@ -248,6 +254,23 @@ def skip_reason(mixer: str, task_kind: str) -> str | None:
     return None
 
 
+def make_task(experiment: Experiment) -> Task:
+    """The experiment's task (``[task]``: its name and options; data seed 0 unless the file sets one)."""
+    options = {k: v for k, v in experiment.task.items() if k != "name"}
+    options.setdefault("seed", 0)
+    return create_task(experiment.task["name"], **options)
+
+
+def build_model(task: Task, run: RunSpec) -> torch.nn.Module:
+    """The model of ``run`` (seeded by ``run.seed``), through :meth:`Task.build_model`."""
+    model = dict(run.model)
+    core = {k: model.pop(k, None) for k in ("protocol", "dim", "depth", "heads", "init_std")}
+    torch.manual_seed(run.seed)
+    return task.build_model(run.mixer, dim=core["dim"], depth=core["depth"], num_heads=core["heads"],
+                            mixer_options=run.mixer_options or None, protocol=core["protocol"] or "default",
+                            init_std=core["init_std"], model_options=model or None)
+
+
 # -- parsing helpers ---------------------------------------------------------------------------------------
 def _check_keys(table: dict[str, Any], known: set[str], where: str) -> None:
     unknown = sorted(set(table) - known)
@@ -283,7 +306,7 @@ def _resolve_train(train: dict[str, Any]) -> dict[str, Any]:
         train["max_steps"] = None
     config = {k: v for k, v in train.items() if k not in ("preset", "threads")}
     try:
-        validate_config(TrainConfig.preset(preset, **config))
+        TrainConfig.preset(preset, **config)  # checks itself
     except (ValueError, TypeError) as error:
         _fail(f"[train] {error}")
     return train

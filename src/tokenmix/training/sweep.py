@@ -1,6 +1,7 @@
-"""``tokenmix compare``: run an experiment (:mod:`tokenmix.experiment`) and write an honest leaderboard.
+"""``tokenmix compare``: plan, run and resume an experiment (:mod:`tokenmix.training.experiment`), and write an
+honest leaderboard (:mod:`tokenmix.training.leaderboard`).
 
-Every mixer entry x seed is trained by :func:`tokenmix.train.train` on the same task (same data, same batches
+Every mixer entry x seed is trained by :func:`tokenmix.training.loop.train` on the same task (same data, same batches
 in the same order for a given seed), each in a fresh process (so its peak memory is its own), ``jobs`` at a
 time. Before anything trains, every run's model is built once: unknown keys, wrong values and mixers that
 cannot run the task fail then. Outputs in ``out_dir``:
@@ -14,21 +15,20 @@ cannot run the task fail then. Outputs in ``out_dir``:
 * ``metric_vs_time.png`` and ``metric_vs_epoch_time.png`` (with the ``plot`` extra; skipped with a note
   otherwise).
 
-With ``results_dir`` (``--results DIR``, :mod:`tokenmix.results`) each finished run's row, evaluations and
+With ``results_dir`` (``--results DIR``, :mod:`tokenmix.training.results`) each finished run's row, evaluations and
 config are also recorded in ``DIR/<name>*.csv`` as soon as it finishes (and committed with ``commit``), and a
 run recorded there with the same ``config_hash`` is not trained again, even with no ``runs/`` folder; a
-recorded run whose config changed is named as stale and trained again.
+recorded run whose config changed is named as stale and trained again. ``--status`` (what is done and left,
+without training) is :mod:`tokenmix.training.status`.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import multiprocessing
 import os
 import queue
 import shutil
-import statistics
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -38,17 +38,17 @@ from typing import Any, Callable
 
 import torch
 
-from .experiment import Experiment, RunSpec, to_toml
-from .results import ResultsDir, run_config, typed
-from .tasks import Task, create_task, task_info
-from .train import train
-from .validate import is_positive_int
+from ..tasks import Task
+from ..validate import is_positive_int
+from .experiment import Experiment, RunSpec, build_model, make_task, to_toml
+from .leaderboard import write_report
+from .loop import train
+from .power import attainable_lines
+from .results import COLUMNS, ResultsDir, result_row, run_config, typed
 
-__all__ = ["compare", "plan", "PlannedRun", "COLUMNS", "write_report", "build_model", "plot_histories"]
+__all__ = ["compare", "plan", "PlannedRun", "run_one", "run_dir", "check_out_dir", "dry_run_table", "RESULT_FILE",
+           "CONFIG_FILE"]
 
-COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
-           "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb", "train_cost",
-           "cost_batches"]
 RESULT_FILE = "result.json"
 CONFIG_FILE = "config.toml"
 
@@ -60,23 +60,6 @@ class PlannedRun:
     spec: RunSpec
     params: int
     total_steps: int
-
-
-def make_task(experiment: Experiment) -> Task:
-    """The experiment's task (``[task]``: its name and options; data seed 0 unless the file sets one)."""
-    options = {k: v for k, v in experiment.task.items() if k != "name"}
-    options.setdefault("seed", 0)
-    return create_task(experiment.task["name"], **options)
-
-
-def build_model(task: Task, run: RunSpec) -> torch.nn.Module:
-    """The model of ``run`` (seeded by ``run.seed``), through :meth:`Task.build_model`."""
-    model = dict(run.model)
-    core = {k: model.pop(k, None) for k in ("protocol", "dim", "depth", "heads", "init_std")}
-    torch.manual_seed(run.seed)
-    return task.build_model(run.mixer, dim=core["dim"], depth=core["depth"], num_heads=core["heads"],
-                            mixer_options=run.mixer_options or None, protocol=core["protocol"] or "default",
-                            init_std=core["init_std"], model_options=model or None)
 
 
 def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[PlannedRun]]:
@@ -102,23 +85,9 @@ def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[P
     return task, planned
 
 
-def _run_dir(out: Path, run: RunSpec) -> Path:
+def run_dir(out: Path, run: RunSpec) -> Path:
+    """The folder of ``run`` in the sweep folder ``out``."""
     return out / "runs" / run.label / f"seed{run.seed}"
-
-
-def _row(experiment: Experiment, run: RunSpec, result: dict[str, Any]) -> dict[str, Any]:
-    value = result["test_metric"] if result["test_metric"] is not None else result["best_metric"]
-    history = result["history"]
-    return {"experiment": experiment.name, "task": experiment.task["name"], "label": run.label,
-            "mixer": run.mixer if isinstance(run.mixer, str) else "+".join(run.mixer), "seed": run.seed,
-            "params": result["params"], "metric": result["metric_name"], "value": round(value, 6),
-            "best_val": round(result["best_metric"], 6), "best_epoch": round(result["best_epoch"], 3),
-            "steps": result["steps"], "time_per_epoch_s": round(result["time_per_epoch_s"], 4),
-            "time_to_target_s": "" if result["time_to_target_s"] is None else round(result["time_to_target_s"], 3),
-            "wall_s": round(history[-1]["wall_s"], 3) if history else 0.0,
-            "tokens_per_s": round(result["tokens_per_s"], 1), "peak_mem_mb": round(result["peak_mem_mb"], 1),
-            "train_cost": "" if result.get("train_cost") is None else round(result["train_cost"], 6),
-            "cost_batches": result.get("cost_batches", 0)}
 
 
 def run_one(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: str, threads: int,
@@ -130,10 +99,10 @@ def run_one(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: str
     experiment = Experiment.from_dict(experiment_dict)
     task = make_task(experiment)
     run = next(r for r in experiment.runs(task.info.kind) if r.label == label and r.seed == seed)
-    run_dir = _run_dir(Path(out_dir), run)
+    folder = run_dir(Path(out_dir), run)
     model = build_model(task, run)
-    resume = (run_dir / "checkpoint").is_dir()
-    config = experiment.train_config(run, out_dir=str(run_dir), resume=resume, progress=False)
+    resume = (folder / "checkpoint").is_dir()
+    config = experiment.train_config(run, out_dir=str(folder), resume=resume, progress=False)
     last = [0.0]
 
     def on_step(step: int, total: int, metric: float | None) -> None:
@@ -145,8 +114,8 @@ def run_one(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: str
         report.put(message) if hasattr(report, "put") else report(*message)
 
     result = asdict(train(task, model, config, on_step=on_step))
-    (run_dir / RESULT_FILE).write_text(json.dumps(result))
-    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)  # finished: result.json and best weights stay
+    (folder / RESULT_FILE).write_text(json.dumps(result))
+    shutil.rmtree(folder / "checkpoint", ignore_errors=True)  # finished: result.json and best weights stay
     return result
 
 
@@ -203,7 +172,7 @@ class _Progress:
 _RUN_INDEPENDENT_KEYS = ("name", "description", "seeds", "report", "claims", "paper")
 
 
-def _check_out_dir(out: Path, experiment: Experiment) -> None:
+def check_out_dir(out: Path, experiment: Experiment) -> None:
     """``out`` is empty, or holds this experiment up to its seeds, name, description and report (then the
     sweep resumes: runs of new seeds are trained, runs of seeds no longer listed stay on disk, unreported)."""
     config = out / CONFIG_FILE
@@ -241,13 +210,13 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     if dry_run:
         print(dry_run_table(experiment, task, planned))
         return []
-    _check_out_dir(out, experiment)
+    check_out_dir(out, experiment)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(to_toml(experiment.to_dict()))
     threads = experiment.train.get("threads") or max(1, (os.cpu_count() or 1) // jobs)
     results: dict[str, dict[str, Any]] = {}
     for p in planned:
-        path = _run_dir(out, p.spec) / RESULT_FILE
+        path = run_dir(out, p.spec) / RESULT_FILE
         if path.exists():
             results[p.spec.key] = json.loads(path.read_text())
     record = ResultsDir(results_dir, experiment.name, commit=commit) if results_dir is not None else None
@@ -260,7 +229,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
 
     def finished(p: PlannedRun, result: dict[str, Any]) -> None:
         if record is not None:
-            record.save_run(_row(experiment, p.spec, result), COLUMNS, result["history"],
+            record.save_run(result_row(experiment, p.spec, result), COLUMNS, result["history"],
                             run_config(experiment, p.spec), task)
 
     bar = _Progress(planned, set(results) | set(recorded), progress)
@@ -277,8 +246,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
                 finished(p, results[p.spec.key])
     finally:
         bar.close()
-    rows = [recorded[p.spec.key][0] if p.spec.key in recorded else _row(experiment, p.spec, results[p.spec.key])
-            for p in planned]
+    rows = [recorded[p.spec.key][0] if p.spec.key in recorded
+            else result_row(experiment, p.spec, results[p.spec.key]) for p in planned]
     histories = {(p.spec.label, p.spec.seed): recorded[p.spec.key][1] if p.spec.key in recorded
                  else results[p.spec.key]["history"] for p in planned}
     write_report(rows, histories, experiment, out)
@@ -299,7 +268,7 @@ def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: l
                      else "it trains again and its row will be replaced"), flush=True)
         if p.spec.key in results:
             if row is None or reason is not None:  # finished before --results was given, or stale there
-                record.save_run(_row(experiment, p.spec, results[p.spec.key]), COLUMNS,
+                record.save_run(result_row(experiment, p.spec, results[p.spec.key]), COLUMNS,
                                 results[p.spec.key]["history"], config, task)
         elif row is not None and reason is None:
             found[p.spec.key] = ({c: typed(row).get(c, "") for c in COLUMNS},
@@ -383,112 +352,5 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "-" * len(lines[0]))
-    from .report.power import attainable_lines  # per claim: the smallest Holm-adjusted p the plan can reach
-
-    claims = attainable_lines(experiment)
+    claims = attainable_lines(experiment)  # per claim: the smallest Holm-adjusted p the plan can reach
     return "\n".join(head + lines + ([""] + claims if claims else []))
-
-
-# -- report -------------------------------------------------------------------------------------------------
-def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per label: mean and sd of the value, runs, time per epoch, params, time to target, peak memory."""
-    by_label: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_label.setdefault(row["label"], []).append(row)
-    summary = []
-    for label, runs in by_label.items():
-        values = [float(r["value"]) for r in runs]
-        reached = [float(r["time_to_target_s"]) for r in runs if r["time_to_target_s"] != ""]
-        summary.append({
-            "label": label, "mixer": runs[0]["mixer"], "mean": statistics.mean(values),
-            "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "runs": len(runs),
-            "epoch_s": statistics.mean(float(r["time_per_epoch_s"]) for r in runs),
-            "params": int(runs[0]["params"]), "reached": len(reached),
-            "to_target": statistics.mean(reached) if reached else None,
-            "peak_mb": statistics.mean(float(r["peak_mem_mb"]) for r in runs)})
-    return summary
-
-
-def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experiment, out: Path) -> list[str]:
-    """``results.csv``, ``report.md`` and the plots the experiment asks for; returns the notes it printed."""
-    with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    metric = rows[0]["metric"] if rows else "metric"
-    higher = task_info(experiment.task["name"]).higher_is_better
-    summary = sorted(_summary(rows), key=lambda s: s["mean"], reverse=higher)
-    train = experiment.train_config(experiment.runs(task_info(experiment.task["name"]).kind)[0])
-    budget = f"{train.max_steps} steps" if train.max_steps is not None else f"{train.epochs} epochs"
-    model = ", ".join(f"{k} {v}" for k, v in experiment.model.items() if v is not None)
-    target = experiment.report.get("target")
-    lines = [f"# {experiment.name}: {experiment.task['name']}", ""]
-    if experiment.description:
-        lines += [experiment.description, ""]
-    lines += [f"Model: {model}. Training: preset {experiment.train.get('preset', 'quick')}, {budget} of batch "
-              f"{train.batch_size}, {train.optimizer} lr {train.lr}, {train.schedule} schedule; seeds "
-              f"{', '.join(map(str, experiment.seeds))}. Value: test {metric} of the best-validation weights, "
-              f"mean ± sd over seeds ({'higher' if higher else 'lower'} is better). Peak memory: the training "
-              f"loop's peak above the memory of its process before it (each run in a fresh process).", ""]
-    target_head = f" | time to {target} (s, runs reaching it)" if target is not None else ""
-    lines += [f"| rank | label | mixer | test {metric} | runs | s / epoch | params | peak MiB{target_head} |",
-              "|---|---|---|---|---|---|---|---" + ("|---|" if target is not None else "|")]
-    for rank, s in enumerate(summary, 1):
-        cell = ""
-        if target is not None:
-            cell = f" | {s['to_target']:.1f} ({s['reached']}/{s['runs']})" if s["to_target"] is not None \
-                else f" | not reached (0/{s['runs']})"
-        lines.append(f"| {rank} | {s['label']} | {s['mixer']} | {s['mean']:.4f} ± {s['sd']:.4f} | {s['runs']} | "
-                     f"{s['epoch_s']:.2f} | {s['params']:,} | {s['peak_mb']:.1f}{cell} |")
-    notes = plot_histories(histories, summary, metric, out, experiment.report.get("plots", []))
-    if notes:
-        lines += [""] + notes
-    (out / "report.md").write_text("\n".join(lines) + "\n")
-    for note in notes:
-        print(note, flush=True)
-    return notes
-
-
-def plot_histories(histories: dict, summary: list[dict[str, Any]], metric: str, out: Path,
-                   plots: list[str]) -> list[str]:
-    """Draw ``plots`` into ``out``: ``metric_vs_time.png`` (each run's validation metric against its training wall
-    time; ``histories`` maps (label, seed) to records with ``wall_s`` and ``val_metric``) and
-    ``metric_vs_epoch_time.png`` (each ``summary`` row's mean metric against its time per epoch). Returns notes
-    (a plot skipped because matplotlib is missing), empty when drawn."""
-    if not plots:
-        return []
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        return [f"Plots skipped ({', '.join(plots)}): matplotlib is not installed; pip install 'tokenmix[plot]' "
-                f"and run the same command again to draw them."]
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if "metric_vs_time" in plots:
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        labels = sorted({label for label, _ in histories})
-        colors = {m: plt.cm.tab20(i % 20) for i, m in enumerate(labels)}  # one colour per label, a style per seed
-        styles = ["-", "--", ":", "-."]
-        seeds = sorted({seed for _, seed in histories})
-        for (label, seed), history in sorted(histories.items()):
-            ax.plot([h["wall_s"] for h in history], [h["val_metric"] for h in history], marker=".",
-                    color=colors[label], linestyle=styles[seeds.index(seed) % len(styles)],
-                    label=label if seed == seeds[0] else None)
-        ax.set(xlabel="training wall time (s)", ylabel=f"validation {metric}",
-               title="metric vs wall time (line style: seed)")
-        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-        fig.tight_layout()
-        fig.savefig(out / "metric_vs_time.png", dpi=100)
-        plt.close(fig)
-    if "metric_vs_epoch_time" in plots:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for s in summary:
-            ax.errorbar(s["epoch_s"], s["mean"], yerr=s["sd"], fmt="o")
-            ax.annotate(s["label"], (s["epoch_s"], s["mean"]), fontsize="small", xytext=(4, 4),
-                        textcoords="offset points")
-        ax.set(xlabel="time per epoch (s)", ylabel=f"test {metric}", title=f"{metric} vs time per epoch")
-        fig.tight_layout()
-        fig.savefig(out / "metric_vs_epoch_time.png", dpi=100)
-        plt.close(fig)
-    return []

@@ -1,0 +1,120 @@
+"""A sweep's leaderboard (``tokenmix compare``): ``results.csv``, ``report.md`` (mean ± sd over seeds per label)
+and the plots of the validation metric against training time (:func:`plot_histories`, also drawn by
+``tokenmix report``)."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..tasks import task_info
+from .experiment import Experiment
+from .results import COLUMNS
+
+__all__ = ["write_report", "plot_histories"]
+
+
+def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per label: mean and sd of the value, runs, time per epoch, params, time to target, peak memory."""
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_label.setdefault(row["label"], []).append(row)
+    summary = []
+    for label, runs in by_label.items():
+        values = [float(r["value"]) for r in runs]
+        reached = [float(r["time_to_target_s"]) for r in runs if r["time_to_target_s"] != ""]
+        summary.append({
+            "label": label, "mixer": runs[0]["mixer"], "mean": statistics.mean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "runs": len(runs),
+            "epoch_s": statistics.mean(float(r["time_per_epoch_s"]) for r in runs),
+            "params": int(runs[0]["params"]), "reached": len(reached),
+            "to_target": statistics.mean(reached) if reached else None,
+            "peak_mb": statistics.mean(float(r["peak_mem_mb"]) for r in runs)})
+    return summary
+
+
+def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experiment, out: Path) -> list[str]:
+    """``results.csv``, ``report.md`` and the plots the experiment asks for; returns the notes it printed."""
+    with open(out / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    metric = rows[0]["metric"] if rows else "metric"
+    higher = task_info(experiment.task["name"]).higher_is_better
+    summary = sorted(_summary(rows), key=lambda s: s["mean"], reverse=higher)
+    train = experiment.train_config(experiment.runs(task_info(experiment.task["name"]).kind)[0])
+    budget = f"{train.max_steps} steps" if train.max_steps is not None else f"{train.epochs} epochs"
+    model = ", ".join(f"{k} {v}" for k, v in experiment.model.items() if v is not None)
+    target = experiment.report.get("target")
+    lines = [f"# {experiment.name}: {experiment.task['name']}", ""]
+    if experiment.description:
+        lines += [experiment.description, ""]
+    lines += [f"Model: {model}. Training: preset {experiment.train.get('preset', 'quick')}, {budget} of batch "
+              f"{train.batch_size}, {train.optimizer} lr {train.lr}, {train.schedule} schedule; seeds "
+              f"{', '.join(map(str, experiment.seeds))}. Value: test {metric} of the best-validation weights, "
+              f"mean ± sd over seeds ({'higher' if higher else 'lower'} is better). Peak memory: the training "
+              f"loop's peak above the memory of its process before it (each run in a fresh process).", ""]
+    target_head = f" | time to {target} (s, runs reaching it)" if target is not None else ""
+    lines += [f"| rank | label | mixer | test {metric} | runs | s / epoch | params | peak MiB{target_head} |",
+              "|---|---|---|---|---|---|---|---" + ("|---|" if target is not None else "|")]
+    for rank, s in enumerate(summary, 1):
+        cell = ""
+        if target is not None:
+            cell = f" | {s['to_target']:.1f} ({s['reached']}/{s['runs']})" if s["to_target"] is not None \
+                else f" | not reached (0/{s['runs']})"
+        lines.append(f"| {rank} | {s['label']} | {s['mixer']} | {s['mean']:.4f} ± {s['sd']:.4f} | {s['runs']} | "
+                     f"{s['epoch_s']:.2f} | {s['params']:,} | {s['peak_mb']:.1f}{cell} |")
+    notes = plot_histories(histories, summary, metric, out, experiment.report.get("plots", []))
+    if notes:
+        lines += [""] + notes
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    for note in notes:
+        print(note, flush=True)
+    return notes
+
+
+def plot_histories(histories: dict, summary: list[dict[str, Any]], metric: str, out: Path,
+                   plots: list[str]) -> list[str]:
+    """Draw ``plots`` into ``out``: ``metric_vs_time.png`` (each run's validation metric against its training wall
+    time; ``histories`` maps (label, seed) to records with ``wall_s`` and ``val_metric``) and
+    ``metric_vs_epoch_time.png`` (each ``summary`` row's mean metric against its time per epoch). Returns notes
+    (a plot skipped because matplotlib is missing), empty when drawn."""
+    if not plots:
+        return []
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        return [f"Plots skipped ({', '.join(plots)}): matplotlib is not installed; pip install 'tokenmix[plot]' "
+                f"and run the same command again to draw them."]
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if "metric_vs_time" in plots:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        labels = sorted({label for label, _ in histories})
+        colors = {m: plt.cm.tab20(i % 20) for i, m in enumerate(labels)}  # one colour per label, a style per seed
+        styles = ["-", "--", ":", "-."]
+        seeds = sorted({seed for _, seed in histories})
+        for (label, seed), history in sorted(histories.items()):
+            ax.plot([h["wall_s"] for h in history], [h["val_metric"] for h in history], marker=".",
+                    color=colors[label], linestyle=styles[seeds.index(seed) % len(styles)],
+                    label=label if seed == seeds[0] else None)
+        ax.set(xlabel="training wall time (s)", ylabel=f"validation {metric}",
+               title="metric vs wall time (line style: seed)")
+        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+        fig.tight_layout()
+        fig.savefig(out / "metric_vs_time.png", dpi=100)
+        plt.close(fig)
+    if "metric_vs_epoch_time" in plots:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for s in summary:
+            ax.errorbar(s["epoch_s"], s["mean"], yerr=s["sd"], fmt="o")
+            ax.annotate(s["label"], (s["epoch_s"], s["mean"]), fontsize="small", xytext=(4, 4),
+                        textcoords="offset points")
+        ax.set(xlabel="time per epoch (s)", ylabel=f"test {metric}", title=f"{metric} vs time per epoch")
+        fig.tight_layout()
+        fig.savefig(out / "metric_vs_epoch_time.png", dpi=100)
+        plt.close(fig)
+    return []
