@@ -187,13 +187,13 @@ def _peak_child(shell: Task, run: RunSpec, config: TrainConfig, total_steps: int
                 threads: int, warm: Task, warm_length: int) -> float:
     """In a fresh process: one step of a small model first (the process's one-time costs), then the peak
     memory of the first step at ``length`` (optimiser state included), by ``tokenmix speed``'s method."""
-    from .speed.measure import _cpu_peak_mb, _cuda_peak_mb
+    from .speed.measure import cpu_peak_mb, cuda_peak_mb
 
     torch.set_num_threads(threads)
     _scaling_case(warm, run, config, total_steps, warm_length, batch).step()
     step = _scaling_case(shell, run, config, total_steps, length, batch).step
     device = torch.device(config.device)
-    return (_cuda_peak_mb(step, device) if device.type == "cuda" else _cpu_peak_mb(step, True))[0]
+    return (cuda_peak_mb(step, device) if device.type == "cuda" else cpu_peak_mb(step, True))[0]
 
 
 def _peak_mb(*args: Any) -> float | str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..models.relationnet import paper_000_mixer_options
 from ..validate import is_positive_int as _positive_int
 from .table import CountResult, count_mixer
 
@@ -27,10 +28,7 @@ def paper_000_options(name: str, inner_dim: int) -> dict[str, Any]:
     if name not in PAPER_000_MIXERS:
         raise ValueError(f"paper_000_options: {name!r} is not one of Yamada et al. (2022)'s mechanisms "
                          f"{PAPER_000_MIXERS}")
-    options: dict[str, Any] = {"inner_dim": inner_dim, "out_proj": False, "bias": False}
-    if name == "linear":
-        options["normalize"] = False
-    return options
+    return paper_000_mixer_options(name, inner_dim)  # the options RelationNet builds them with
 
 
 def paper_000_mults(name: str, length: int, dim: int, inner_dim: int) -> int | None:

@@ -12,10 +12,10 @@ from ..registry import create_mixer, mixer_info
 from ..validate import check_positive_int
 from .layers import Positions, check_dropout, check_ids, check_mask, mask_for_blocks, mixer_kwargs
 
-__all__ = ["RelationNet"]
+__all__ = ["RelationNet", "paper_000_mixer_options"]
 
 
-def _depth_options(mixer: str, inner_dim: int | None) -> dict[str, object]:
+def paper_000_mixer_options(mixer: str, inner_dim: int | None) -> dict[str, object]:
     """Yamada et al.'s (2022) mixer settings for a mixing depth ``d = inner_dim`` (see :class:`RelationNet`),
     for the options ``mixer`` has; empty when ``inner_dim`` is None."""
     if inner_dim is None:
@@ -94,7 +94,7 @@ class RelationNet(nn.Module):
         self.embedding = nn.Embedding(vocab_size, dim)
         self.positions = Positions("sinusoidal", max_len, dim, owner)
         kwargs = mixer_kwargs(mixer, num_heads, max_len, owner)
-        options = {**_depth_options(mixer, inner_dim), **(mixer_options or {})}
+        options = {**paper_000_mixer_options(mixer, inner_dim), **(mixer_options or {})}
         self.mixer = create_mixer(mixer, dim, causal=False, **kwargs, **options)
         width = getattr(self.mixer, "out_dim", dim)
         hidden = width if hidden is None else hidden

@@ -30,7 +30,7 @@ from .record import CaseResult, Status
 from .settings import DTYPES, SpeedCase
 
 __all__ = ["CaseTimeout", "classify", "build_pass", "measure_case", "run_in_process", "run_isolated",
-           "child_main", "MEM_METHODS", "IN_PROCESS"]
+           "child_main", "cpu_peak_mb", "cuda_peak_mb", "MEM_METHODS", "IN_PROCESS"]
 
 RESULT_TAG = "TOKENMIX_SPEED_RESULT "
 IN_PROCESS = " (in-process)"  # appended to a CPU memory method measured without isolation
@@ -147,7 +147,7 @@ def _exact_rss_allocation(exact: bool) -> None:
         _mallopt(_M_TRIM_THRESHOLD, 64 * 2**20)
 
 
-def _cpu_peak_mb(run: Pass, isolated: bool) -> tuple[float, str]:
+def cpu_peak_mb(run: Pass, isolated: bool) -> tuple[float, str]:
     """Run the pass once; its peak resident memory over the resident memory before it (MB), and the method.
     In an isolated process the allocator is set to follow live allocations for this pass only."""
     if isolated:
@@ -168,7 +168,7 @@ def _cpu_peak_mb(run: Pass, isolated: bool) -> tuple[float, str]:
     return peak_mb, method + ("" if isolated else IN_PROCESS)
 
 
-def _cuda_peak_mb(run: Pass, device: torch.device) -> tuple[float, str]:
+def cuda_peak_mb(run: Pass, device: torch.device) -> tuple[float, str]:
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)
@@ -188,9 +188,9 @@ def measure_case(case: SpeedCase) -> CaseResult:
     device = torch.device(case.device)
     run = build_pass(case, case.length)
     if device.type == "cuda":
-        peak_mb, method = _cuda_peak_mb(run, device)
+        peak_mb, method = cuda_peak_mb(run, device)
     else:
-        peak_mb, method = _cpu_peak_mb(run, case.isolated)
+        peak_mb, method = cpu_peak_mb(run, case.isolated)
     deadline.check("the cold pass")
     timing = measure(run, repeats=case.repeats, warmup=case.warmup, threads=case.threads, deadline=deadline)
     return CaseResult.measured([1000 * t for t in timing.times], peak_mb, method)
