@@ -43,6 +43,13 @@ def test_every_experiment_file_resolves(path):
     assert again.to_dict() == experiment.to_dict()  # config.toml round-trips
 
 
+def test_to_toml_writes_none_as_none_and_refuses_non_finite_values():
+    text = to_toml({"a": None, "t": {"b": [1, None], "c": "x"}, "rows": [{"d": 0.5}]})
+    assert tomllib.loads(text) == {"a": "none", "t": {"b": [1, "none"], "c": "x"}, "rows": [{"d": 0.5}]}
+    with pytest.raises(ValueError, match="non-finite"):
+        to_toml({"t": {"lr": float("nan")}})
+
+
 def _kind(experiment: Experiment) -> str:
     from tokenmix.tasks import task_info
 

@@ -56,6 +56,7 @@ from typing import Any
 
 import tomllib
 
+import tomli_w
 import torch
 
 from ..models.patterns import parse_layer_mixer, pattern_names
@@ -429,42 +430,18 @@ def load_experiment(path: str | Path | None = None, overrides: list[str] | None 
 
 
 def to_toml(data: dict[str, Any]) -> str:
-    """TOML text of a config dict (str, int, float, bool, lists, tables, arrays of tables; None is written as
-    ``"none"``, which :func:`load_experiment` reads back as None)."""
-    lines: list[str] = []
-    for key, value in data.items():
-        if not isinstance(value, dict) and not _is_table_array(value):
-            lines.append(f"{_key(key)} = {_value(value)}")
-    for key, value in data.items():
-        if isinstance(value, dict):
-            lines += ["", f"[{_key(key)}]"] + [f"{_key(k)} = {_value(v)}" for k, v in value.items()]
-    for key, value in data.items():
-        if _is_table_array(value):
-            for table in value:
-                lines += ["", f"[[{_key(key)}]]"] + [f"{_key(k)} = {_value(v)}" for k, v in table.items()]
-    return "\n".join(lines).lstrip("\n") + "\n"
+    """TOML text of a config dict (written by ``tomli_w``). TOML has no null: None is written as ``"none"``,
+    which :func:`load_experiment` reads back as None; a non-finite float is refused."""
+    return tomli_w.dumps(_toml_ready(data))
 
 
-def _is_table_array(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
-
-
-def _key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _value(key)
-
-
-def _value(value: Any) -> str:
+def _toml_ready(value: Any) -> Any:
     if value is None:
-        return '"none"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value) if not isinstance(value, float) or math.isfinite(value) else _fail("non-finite value")
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
+        return "none"
+    if isinstance(value, float) and not math.isfinite(value):
+        _fail(f"cannot write the non-finite value {value} to TOML")
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
-    _fail(f"cannot write {type(value).__name__} to TOML")
-    raise AssertionError  # unreachable
+        return {key: _toml_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_toml_ready(item) for item in value]
+    return value
