@@ -1,5 +1,5 @@
 """Smoke tests of the paper experiment files (slow): each runs end to end at its quick budget with tiny settings,
-one seed and two steps, then goes through scripts/collect_results.py and scripts/reproduction.py (and, for the
+one seed and two steps, then goes through scripts/collect_results.py and tokenmix.report (``tokenmix report``) (and, for the
 language model, scripts/generate_texts.py). Tasks whose data are not installed are skipped."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenmix.report import render
 from tokenmix.training.experiment import load_experiment, make_task
 from tokenmix.training.sweep import compare
 
@@ -55,8 +56,7 @@ def test_experiment_file_runs(name, tmp_path):
     docs = tmp_path / "docs"
     written = _script("collect_results").collect(out, docs)
     assert all(p.suffix == ".csv" for p in written)
-    reproduction = _script("reproduction")
-    text = reproduction.render(docs, tmp_path / "reproduction.md", plots=False)
+    text = render(docs, tmp_path / "reproduction.md", ROOT / "experiments", plots=False)
     assert text.count("| claim | paper |") == 1  # this experiment's claims; the others are not run yet
     assert f"| `{name}` | all | not run yet |" not in text
     if task.info.kind == "language_model":
