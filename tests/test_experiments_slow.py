@@ -1,6 +1,6 @@
 """Smoke tests of the paper experiment files (slow): each runs end to end at its quick budget with tiny settings,
-one seed and two steps, then goes through scripts/collect_results.py and tokenmix.report (``tokenmix report``) (and, for the
-language model, scripts/generate_texts.py). Tasks whose data are not installed are skipped."""
+one seed and two steps, then goes through scripts/collect_results.py and tokenmix.report (``tokenmix report``)
+(and, for the language model, scripts/generate_texts.py). Tasks whose data are not installed are skipped."""
 
 from __future__ import annotations
 
