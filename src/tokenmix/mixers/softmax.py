@@ -99,8 +99,18 @@ class SoftmaxAttention(QKVMixer):
 
     def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """The explicit N x N score matrix, masked, softmax, times V."""
+        return F.dropout(self._weights(q, k, mask), self._dropout_p) @ v
+
+    def attention_weights(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The attention weights of ``x`` (B, N, dim) per head: (B, H, N, N), each row a softmax over the keys
+        its query may see (before dropout). Rows of padded queries are not meaningful."""
+        mask = self._check_input(x, mask)
+        q, k, _ = self.qkv_heads(x)
+        return self._weights(q, k, mask)
+
+    def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
-        return F.dropout(scores.softmax(dim=-1), self._dropout_p) @ v
+        return scores.softmax(dim=-1)
