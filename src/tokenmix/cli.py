@@ -7,8 +7,7 @@ import sys
 
 import torch
 
-from .ops.spatial import square_grid
-from .registry import create_mixer, list_mixers, mixer_info
+from .registry import list_mixers, mixer_info
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -47,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_count_parser(sub)
     _add_steptime_parser(sub)
     _add_report_parser(sub)
+    dt = sub.add_parser("data", help="where each task's data are (a path, generated, or missing), fetching what is "
+                        "missing (Fashion-MNIST, Austen)")
+    dt.add_argument("tasks", nargs="*", metavar="TASK", help="task names (default: every registered task)")
+    dt.add_argument("--no-fetch", action="store_true", help="only report where the data are; fetch nothing")
     return parser
 
 
@@ -212,48 +215,15 @@ def _fit(headers: list[str], rows: list[list[str]], width: int) -> list[list[str
     return [[c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(r, widths)] for r in rows]
 
 
-def _time_fwd_bwd(mixer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, repeats: int) -> tuple[float, bool]:
-    """The median ms of ``repeats`` forward+backward passes after one warm-up (:func:`tokenmix.timing.measure`,
-    torch's current threads), and whether every pass's output and input gradient were finite."""
-    from .timing import measure  # torch.utils.benchmark takes about 0.2 s to import: only where it is used
-
-    spatial = mixer.info.spatial
-    outputs = []
-
-    def fwd_bwd() -> None:
-        x.grad = None
-        y = mixer(x, hw=square_grid(x.shape[1])) if spatial else mixer(x, mask)
-        y.square().mean().backward()
-        outputs.append((y.detach(), x.grad))
-
-    timing = measure(fwd_bwd, repeats=repeats, warmup=1, threads=None)
-    finite = all(bool(torch.isfinite(y).all()) and bool(torch.isfinite(grad).all()) for y, grad in outputs)
-    return 1000 * timing.median, finite
-
-
 def cmd_demo(args: argparse.Namespace) -> None:
-    """Every registered mixer, bidirectional and causal where supported, on the same random batch (spatial
-    mixers see it as the most square grid of ``length`` cells, without the padding)."""
-    torch.manual_seed(args.seed)
-    n = args.length
-    x = torch.randn(args.batch, n, args.dim, requires_grad=True)
-    mask = torch.ones(args.batch, n, dtype=torch.bool)
-    mask[-1, n // 2:] = False  # one half-padded row, to exercise the padding paths
-    print(f"tokenmix demo: batch {args.batch}, length {n}, dim {args.dim}, heads {args.heads} "
+    """Every registered mixer, bidirectional and causal where supported, on the same random batch
+    (:mod:`tokenmix.speed.demo`)."""
+    from .speed.demo import DEMO_HEADERS, demo_rows
+
+    print(f"tokenmix demo: batch {args.batch}, length {args.length}, dim {args.dim}, heads {args.heads} "
           f"(torch {torch.__version__}, {torch.get_num_threads()} threads)\n")
-    rows = []
-    for name in list_mixers():
-        info = mixer_info(name)
-        for causal in (False, True):
-            if not (info.causal if causal else info.bidirectional):
-                continue
-            heads = info.heads(args.heads) or 1
-            mixer = create_mixer(name, args.dim, num_heads=heads, causal=causal, max_len=n)
-            params = sum(p.numel() for p in mixer.parameters())
-            ms, finite = _time_fwd_bwd(mixer, x, mask, args.repeats)
-            rows.append([name, "causal" if causal else "bidir", info.complexity, f"{params:,}", f"{ms:.1f}",
-                         "ok" if finite else "NOT FINITE"])
-    _print_table(["mixer", "mode", "complexity", "params", "fwd+bwd ms", "status"], rows)
+    _print_table(DEMO_HEADERS, demo_rows(dim=args.dim, heads=args.heads, length=args.length, batch=args.batch,
+                                         repeats=args.repeats, seed=args.seed))
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -476,10 +446,21 @@ def cmd_report(args: argparse.Namespace) -> None:
         raise SystemExit(f"tokenmix report: {error}") from None
 
 
+def cmd_data(args: argparse.Namespace) -> None:
+    from .tasks.datacheck import print_data_status
+
+    try:
+        missing = print_data_status(args.tasks, fetch=not args.no_fetch)
+    except ValueError as error:  # an unknown task name
+        raise SystemExit(f"tokenmix data: {error}") from None
+    if missing:
+        raise SystemExit(f"tokenmix data: the data of {missing} task(s) are missing")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    commands = {"list": cmd_list, "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare,
-                "speed": cmd_speed, "count": cmd_count, "steptime": cmd_steptime, "report": cmd_report}
+    commands = {"list": cmd_list, "demo": cmd_demo, "train": cmd_train, "compare": cmd_compare, "speed": cmd_speed,
+                "count": cmd_count, "steptime": cmd_steptime, "report": cmd_report, "data": cmd_data}
     commands[args.command](args)
     return 0
 

@@ -27,19 +27,19 @@ import bz2
 import gzip
 import json
 import lzma
-import shutil
 import struct
-import subprocess
 import tempfile
 import warnings
 import zlib
 from pathlib import Path
 from typing import Any
 
-from .cache import cached
+from .cache import cache_dir, cached, lookup
+from .debian import APT_GET, DPKG, DebianFetchError, download_package, extract_deb
+from .source import DataSource
 
-__all__ = ["AUSTEN_NOVELS", "AustenNotFoundError", "CACHE_NAME", "DEBIAN_PACKAGE", "load_austen",
-           "read_janeaustenr", "read_lazyload_index", "read_lazyload_object", "r_strings"]
+__all__ = ["AUSTEN_NOVELS", "AUSTEN_SOURCE", "AustenNotFoundError", "CACHE_NAME", "DEBIAN_PACKAGE", "load_austen",
+           "locate_austen", "read_janeaustenr", "read_lazyload_index", "read_lazyload_object", "r_strings"]
 
 DEBIAN_PACKAGE = "r-cran-janeaustenr"
 CACHE_NAME = "austen/novels.json"
@@ -52,14 +52,12 @@ AUSTEN_NOVELS = {
     "northangerabbey": "Northanger Abbey",
     "persuasion": "Persuasion",
 }
-# Where an installed R package may live; module attributes so tests can point them elsewhere.
+# Where an installed R package may live; module attributes (as APT_GET and DPKG) so tests can point them elsewhere.
 INSTALLED_ROOTS: tuple[Path, ...] = (
     Path("/usr/lib/R/site-library/janeaustenr"),
     Path("/usr/local/lib/R/site-library/janeaustenr"),
     Path("/usr/lib/R/library/janeaustenr"),
 )
-APT_GET = "apt-get"
-DPKG = "dpkg"
 _DB_CANDIDATES = ("data/Rdata", "R/sysdata")  # lazy-load database bases inside an R package
 _PKG_IN_DEB = Path("usr/lib/R/site-library/janeaustenr")
 
@@ -195,32 +193,19 @@ def read_janeaustenr(package_root: str | Path) -> dict[str, str]:
 
 
 # -- getting the package ---------------------------------------------------------------------------------
-def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
-
-
 def _extract_deb(deb: Path, dest: Path) -> Path:
-    if shutil.which(DPKG) is None:
-        raise AustenNotFoundError(f"`{DPKG}` is needed to unpack {deb}. {HOW_TO_GET}")
-    done = _run([DPKG, "-x", str(deb), str(dest)], dest.parent)
-    if done.returncode != 0:
-        raise AustenNotFoundError(f"`dpkg -x {deb}` failed: {done.stderr.strip()}. {HOW_TO_GET}")
-    return dest
+    try:
+        return extract_deb(deb, dest, dpkg=DPKG)
+    except DebianFetchError as error:
+        raise AustenNotFoundError(f"{error}. {HOW_TO_GET}") from None
 
 
 def _download_janeaustenr(workdir: Path) -> Path:
     """``apt-get download`` + ``dpkg -x`` into ``workdir``; the extracted root."""
-    if shutil.which(APT_GET) is None:
-        raise AustenNotFoundError(f"{DEBIAN_PACKAGE} is not installed and `{APT_GET}` is not available. {HOW_TO_GET}")
-    done = _run([APT_GET, "download", DEBIAN_PACKAGE], workdir)
-    if done.returncode != 0:  # maybe no package lists yet
-        _run([APT_GET, "update"], workdir)
-        done = _run([APT_GET, "download", DEBIAN_PACKAGE], workdir)
-    debs = sorted(workdir.glob(f"{DEBIAN_PACKAGE}_*.deb"))
-    if done.returncode != 0 or not debs:
-        raise AustenNotFoundError(f"`{APT_GET} download {DEBIAN_PACKAGE}` failed: {done.stderr.strip()[-500:]}. "
-                                  f"{HOW_TO_GET}")
-    return _extract_deb(debs[-1], workdir / "root")
+    try:
+        return download_package(DEBIAN_PACKAGE, workdir, apt_get=APT_GET, dpkg=DPKG)
+    except DebianFetchError as error:
+        raise AustenNotFoundError(f"{error}. {HOW_TO_GET}") from None
 
 
 def _build_novels_json(dest: Path) -> None:
@@ -265,3 +250,23 @@ def load_austen(source: str | Path | None = None) -> dict[str, str]:
         raise ValueError(f"{path} does not hold the six novels {list(AUSTEN_NOVELS.values())}; delete it "
                          f"(and {path.name}.sha256) to rebuild it from {DEBIAN_PACKAGE}")
     return novels
+
+
+def locate_austen() -> str | None:
+    """Where the default source's novels are, fetching nothing: the cached ``novels.json`` (while its
+    checksum matches), else an installed ``janeaustenr`` (read into the cache on first use); None if neither."""
+    found = lookup(CACHE_NAME)
+    if found is not None:
+        return str(found)
+    root = next((r for r in INSTALLED_ROOTS if _find_db(r) is not None), None)
+    return None if root is None else f"{root} (the installed R package; read into the data cache on first use)"
+
+
+def _fetch_austen(progress: bool | None) -> str:
+    """:func:`load_austen` (apt prints no progress of its own); the cached file's path."""
+    load_austen()
+    return str(cache_dir() / CACHE_NAME)
+
+
+AUSTEN_SOURCE = DataSource("Jane Austen's novels (r-cran-janeaustenr)", how=HOW_TO_GET, locate=locate_austen,
+                           fetch=_fetch_austen)

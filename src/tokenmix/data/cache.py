@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["ChecksumError", "ENV_VAR", "cache_dir", "cached", "checksum"]
+__all__ = ["ChecksumError", "ENV_VAR", "cache_dir", "cached", "checksum", "lookup"]
 
 ENV_VAR = "TOKENMIX_DATA"
 _MANIFEST_SUFFIX = ".sha256"
@@ -79,6 +79,22 @@ def _entry_ok(target: Path, manifest: Path, sha256: str | None) -> bool:
         return False
 
 
+def _entry_paths(name: str) -> tuple[Path, Path]:
+    """(the entry's path, its checksum record) for the relative entry name ``name``."""
+    rel = Path(name)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise ValueError(f"cache entry name must be a relative path inside the cache, got {name!r}")
+    target = cache_dir() / rel
+    return target, target.with_name(target.name + _MANIFEST_SUFFIX)
+
+
+def lookup(name: str) -> Path | None:
+    """The path of cache entry ``name`` when it is there and matches its recorded checksum, else None;
+    nothing is built."""
+    target, manifest = _entry_paths(name)
+    return target if _entry_ok(target, manifest, None) else None
+
+
 def cached(name: str, build: Callable[[Path], None], *, sha256: str | None = None) -> Path:
     """The path of cache entry ``name`` (a relative path such as ``"austen/novels.json"``), built by
     ``build(tmp_path)`` if it is missing or does not match its recorded checksum.
@@ -86,12 +102,7 @@ def cached(name: str, build: Callable[[Path], None], *, sha256: str | None = Non
     ``sha256``: the checksum the entry must have; a build that produces anything else raises
     :class:`ChecksumError` and leaves the cache unchanged.
     """
-    rel = Path(name)
-    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
-        raise ValueError(f"cache entry name must be a relative path inside the cache, got {name!r}")
-    root = cache_dir()
-    target = root / rel
-    manifest = target.with_name(target.name + _MANIFEST_SUFFIX)
+    target, manifest = _entry_paths(name)
     if _entry_ok(target, manifest, sha256):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -52,8 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-__all__ = ["GLUE_TASKS", "GLUE_NAMES", "HF_INSTALL_HINT", "HubUnreachableError", "load_glue", "load_imdb",
-           "glue_spec"]
+from .source import DataSource
+
+__all__ = ["GLUE_SOURCE", "GLUE_TASKS", "GLUE_NAMES", "HF_INSTALL_HINT", "HubUnreachableError", "IMDB_SOURCE",
+           "glue_spec", "load_glue", "load_imdb"]
 
 HF_INSTALL_HINT = "pip install 'tokenmix[hf]'  (or: pip install datasets)"
 
@@ -258,3 +260,13 @@ def load_imdb(data_dir: str | Path | None = None) -> dict[str, list[tuple[str, i
         return out
     ds = _load_dataset("stanfordnlp/imdb", None, "the unpacked aclImdb directory")
     return {split: _hf_rows(ds[split], ("text",)) for split in ("train", "test")}
+
+
+def _hf_how(hub_name: str, local: str) -> str:
+    return (f"fetched by the Hugging Face datasets library on first use ({hub_name}: needs the hub or its cache, "
+            f"and {HF_INSTALL_HINT}), or read from data_dir=<{local}>")
+
+
+# tokenmix cannot tell whether the datasets library has them cached, nor fetch them through it here.
+IMDB_SOURCE = DataSource("IMDb", how=_hf_how("stanfordnlp/imdb", "the unpacked aclImdb directory"))
+GLUE_SOURCE = DataSource("GLUE", how=_hf_how("nyu-mll/glue", "the official GLUE download"))

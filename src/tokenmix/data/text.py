@@ -33,7 +33,8 @@ from ..validate import is_positive_int
 
 __all__ = [
     "PAD_ID", "UNK_ID", "BYTE_VOCAB_SIZE", "BYTE_SEP_ID", "byte_encode", "simple_words", "clean_html",
-    "WordVocab", "join_pair", "TextEncoder", "carve_validation", "subsample", "length_stats", "Text",
+    "WordVocab", "join_pair", "TextEncoder", "carve_validation", "validation_size", "subsample", "length_stats",
+    "Text",
 ]
 
 PAD_ID = 0
@@ -212,6 +213,17 @@ class TextEncoder:
         return ids or [self.empty_id]
 
 
+def validation_size(n: int, fraction: float) -> int:
+    """How many of ``n`` examples :func:`carve_validation` puts in validation: ``round(fraction * n)``, at
+    least 1 when ``fraction > 0`` and ``n >= 2``, never all."""
+    if not (isinstance(fraction, (int, float)) and 0 <= fraction < 1):
+        raise ValueError(f"val_fraction must be in [0, 1), got {fraction!r}")
+    n_val = int(round(fraction * n))
+    if fraction > 0 and n >= 2:
+        n_val = max(n_val, 1)
+    return min(n_val, n - 1) if n else 0
+
+
 def carve_validation(n: int, fraction: float, seed: int,
                      labels: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
     """(train indices, val indices) of ``range(n)``: a seeded random ``round(fraction * n)`` (at least 1
@@ -220,12 +232,7 @@ def carve_validation(n: int, fraction: float, seed: int,
     With ``labels`` the carve is stratified: each class gives ``round(fraction * its count)`` (largest
     remainders first, so the total is still ``round(fraction * n)``), keeping the class balance of
     val equal to train's up to rounding."""
-    if not (isinstance(fraction, (int, float)) and 0 <= fraction < 1):
-        raise ValueError(f"val_fraction must be in [0, 1), got {fraction!r}")
-    n_val = int(round(fraction * n))
-    if fraction > 0 and n >= 2:
-        n_val = max(n_val, 1)
-    n_val = min(n_val, n - 1) if n else 0
+    n_val = validation_size(n, fraction)
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
     if labels is None:
         return sorted(perm[n_val:]), sorted(perm[:n_val])

@@ -6,14 +6,18 @@ import pkgutil
 from .base import (
     ImageBatch,
     LMBatch,
+    PlannedTask,
     Split,
     Task,
     TaskInfo,
+    TaskShape,
     TokenBatch,
     create_task,
     list_tasks,
     pad_sequences,
+    planned_task,
     register_task,
+    task_class,
     task_info,
 )
 
@@ -21,5 +25,5 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["ImageBatch", "LMBatch", "Split", "Task", "TaskInfo", "TokenBatch", "create_task", "list_tasks",
-           "pad_sequences", "register_task", "task_info"]
+__all__ = ["ImageBatch", "LMBatch", "PlannedTask", "Split", "Task", "TaskInfo", "TaskShape", "TokenBatch",
+           "create_task", "list_tasks", "pad_sequences", "planned_task", "register_task", "task_class", "task_info"]

@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from ..validate import is_positive_int
-from .base import Split, Task, register_task
+from ..data.austen import AUSTEN_SOURCE, load_austen
+from .base import Split, Task, TaskShape, register_task
 
-__all__ = ["AustenTask", "PRESETS", "FRACTIONS", "tokenize_words"]
+__all__ = ["AustenTask", "DEFAULT_SOURCE_FACTS", "PRESETS", "FRACTIONS", "tokenize_words"]
 
 PRESETS = {
     "quick": {"length": 256, "train_size": 1200, "val_size": 240, "test_size": 240, "vocab_size": 5000},
@@ -42,6 +43,14 @@ PRESETS = {
 }
 FRACTIONS = {"train": (0.0, 0.8), "val": (0.8, 0.9), "test": (0.9, 1.0)}
 PAD_ID, UNK_ID = 0, 1
+# The default source (the six novels of r-cran-janeaustenr) as this module splits and tokenizes it, so that
+# the task can state its shape without the novels (``stated_shape``); tests/test_data_command.py checks these
+# against the data where they are installed.
+DEFAULT_SOURCE_FACTS = {
+    "novels": 6,
+    "train_word_types": 13_187,  # distinct "words" tokens in the six train regions
+    "shortest_region": {"bytes": 43_341, "words": 9_242},  # the smallest split region of any novel
+}
 _WORD = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)*|[^\sa-z0-9]")
 
 
@@ -59,30 +68,13 @@ def _regions(n: int) -> dict[str, tuple[int, int]]:
                kind="classification", metric="accuracy",
                source="Debian r-cran-janeaustenr (Project Gutenberg texts), or a directory of .txt files")
 class AustenTask(Task):
+    data_source = AUSTEN_SOURCE
+
     def __init__(self, *, length: int | None = None, unit: str = "bytes", vocab_size: int | None = None,
                  train_size: int | None = None, val_size: int | None = None, test_size: int | None = None,
                  preset: str = "quick", seed: int = 0, source: str | Path | None = None) -> None:
-        if preset not in PRESETS:
-            self._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-        if unit not in ("bytes", "words"):
-            self._fail(f"unit must be 'bytes' or 'words', got {unit!r}")
-        p = PRESETS[preset]
-        length = p["length"] if length is None else length
-        sizes = {"train": train_size, "val": val_size, "test": test_size}
-        sizes = {k: p[f"{k}_size"] if v is None else v for k, v in sizes.items()}
-        for name, value in (("length", length), *((f"{k}_size", v) for k, v in sizes.items())):
-            if not is_positive_int(value):
-                self._fail(f"{name} must be a positive int, got {value!r}")
-        if unit == "bytes" and vocab_size is not None:
-            self._fail("vocab_size applies to unit='words' only (bytes use 256 ids)")
-        if unit == "words":
-            vocab_size = p["vocab_size"] if vocab_size is None else vocab_size
-            if not is_positive_int(vocab_size):
-                self._fail(f"vocab_size must be a positive int, got {vocab_size!r}")
-        if not isinstance(seed, int):
-            self._fail(f"seed must be an int, got {seed!r}")
-
-        from ..data.austen import load_austen  # by full path: tokenmix.data.__init__ is not ours
+        length, vocab_size, sizes = self._config(length, unit, vocab_size, train_size, val_size, test_size, preset,
+                                                 seed)
 
         novels = load_austen(source)
         if len(novels) < 2:
@@ -137,6 +129,46 @@ class AustenTask(Task):
         if unit == "words":
             self._unk_rate = {split: round(float((s.ids == UNK_ID).float().mean()), 4)
                               for split, s in self.splits.items()}
+
+    @classmethod
+    def _config(cls, length: int | None, unit: str, vocab_size: int | None, train_size: int | None,
+                val_size: int | None, test_size: int | None, preset: str,
+                seed: int) -> tuple[int, int | None, dict[str, int]]:
+        """(length, vocab_size (None for bytes), {split: size}) with the preset's defaults, options checked."""
+        if preset not in PRESETS:
+            cls._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+        if unit not in ("bytes", "words"):
+            cls._fail(f"unit must be 'bytes' or 'words', got {unit!r}")
+        p = PRESETS[preset]
+        length = p["length"] if length is None else length
+        sizes = {"train": train_size, "val": val_size, "test": test_size}
+        sizes = {k: p[f"{k}_size"] if v is None else v for k, v in sizes.items()}
+        for name, value in (("length", length), *((f"{k}_size", v) for k, v in sizes.items())):
+            if not is_positive_int(value):
+                cls._fail(f"{name} must be a positive int, got {value!r}")
+        if unit == "bytes" and vocab_size is not None:
+            cls._fail("vocab_size applies to unit='words' only (bytes use 256 ids)")
+        if unit == "words":
+            vocab_size = p["vocab_size"] if vocab_size is None else vocab_size
+            if not is_positive_int(vocab_size):
+                cls._fail(f"vocab_size must be a positive int, got {vocab_size!r}")
+        if not isinstance(seed, int):
+            cls._fail(f"seed must be an int, got {seed!r}")
+        return length, vocab_size, sizes
+
+    @classmethod
+    def stated_shape(cls, *, length: int | None = None, unit: str = "bytes", vocab_size: int | None = None,
+                     train_size: int | None = None, val_size: int | None = None, test_size: int | None = None,
+                     preset: str = "quick", seed: int = 0, source: str | Path | None = None) -> TaskShape | None:
+        """The shape from the options and what is known of the default source (:data:`DEFAULT_SOURCE_FACTS`);
+        None for another ``source``, or a ``length`` longer than the shortest region (building fails then)."""
+        length, vocab_size, sizes = cls._config(length, unit, vocab_size, train_size, val_size, test_size, preset,
+                                                seed)
+        facts = DEFAULT_SOURCE_FACTS
+        if source is not None or length > facts["shortest_region"][unit]:
+            return None
+        vocab = 257 if unit == "bytes" else min(vocab_size, facts["train_word_types"]) + 2
+        return TaskShape(sizes, num_classes=facts["novels"], vocab_size=vocab, max_len=length, pad_id=PAD_ID)
 
     def describe(self) -> dict:
         out = super().describe()

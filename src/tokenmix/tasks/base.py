@@ -15,13 +15,19 @@ A task is built by name, ``tokenmix.tasks.create_task(name, preset="quick", seed
 * ``loss(model, batch)`` and ``evaluate(model, split, batch_size)``: the training loss and the metric.
 
 Tasks register with :func:`register_task`; the trainer and ``tokenmix compare`` see only this registry.
+
+Planning without data: a task class may state its shape -- each split's size, and what ``build_model`` sizes
+the model by -- from its options alone (``stated_shape``, a :class:`TaskShape`); :func:`planned_task` then
+gives a :class:`PlannedTask` that builds models but holds no examples (``tokenmix compare --dry-run``).
+``data_source`` (a :class:`tokenmix.data.source.DataSource`) says where the task's data are and how they are
+fetched (``tokenmix data``); ``None`` for generated tasks.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Iterator, TypeVar
 
 import torch
@@ -29,11 +35,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..data.source import DataSource
 from ..protocols import MODEL_PROTOCOLS
 from ..validate import is_positive_int
 
-__all__ = ["TaskInfo", "Task", "Split", "TokenBatch", "LMBatch", "ImageBatch", "register_task", "list_tasks",
-           "task_info", "create_task", "pad_sequences", "to_device"]
+__all__ = ["TaskInfo", "Task", "TaskShape", "PlannedTask", "Split", "TokenBatch", "LMBatch", "ImageBatch",
+           "register_task", "list_tasks", "task_info", "create_task", "planned_task", "task_class", "pad_sequences",
+           "to_device"]
 
 SPLITS = ("train", "val", "test")
 
@@ -109,9 +117,34 @@ def pad_sequences(sequences: list[list[int]], pad_id: int = 0) -> tuple[Tensor, 
     return ids, lengths
 
 
+@dataclass(frozen=True)
+class TaskShape:
+    """What a task is sized by, known without its examples: ``sizes``, each split's number of examples
+    (``None``: only the data can tell, e.g. "every window of the text"), and the attributes of
+    :class:`Task` that :meth:`Task.build_model` sizes the model by."""
+
+    sizes: dict[str, int | None]
+    num_classes: int | None = None
+    vocab_size: int | None = None
+    max_len: int = 0
+    pad_id: int = 0
+    image_shape: tuple[int, int, int] | None = None
+    model_defaults: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, task: "Task") -> "TaskShape":
+        """The shape of ``task`` (a built task, or a :class:`PlannedTask`)."""
+        return cls(task.split_sizes(), task.num_classes, task.vocab_size, task.max_len, task.pad_id,
+                   task.image_shape, dict(task.model_defaults))
+
+
 class Task:
     """Base class. Subclasses set ``self.splits`` (and the sizes below) in ``__init__`` and may override
-    ``build_model``; batching, loss and evaluation follow from ``info.kind``."""
+    ``build_model``; batching, loss and evaluation follow from ``info.kind``.
+
+    ``stated_shape``: ``None``, or a classmethod taking exactly the constructor's options and returning the
+    :class:`TaskShape` the constructor would give, loading no data (checking the options as the constructor
+    does), or ``None`` where only the data can tell (then planning builds the task itself)."""
 
     info: ClassVar[TaskInfo]
     splits: dict[str, Split]
@@ -123,9 +156,16 @@ class Task:
     # Model settings a preset implies (e.g. the "lm" task's "paper" preset: init_std 0.01); build_model's
     # own arguments override them.
     model_defaults: dict[str, Any] = {}
+    data_source: ClassVar[DataSource | None]  # where the data are (tokenmix data); None: generated; each task sets it
+    stated_shape: ClassVar[Callable[..., TaskShape | None] | None] = None
 
-    def _fail(self, message: str, error: type[Exception] = ValueError) -> None:
-        raise error(f"task {self.info.name!r}: {message}")
+    @classmethod
+    def _fail(cls, message: str, error: type[Exception] = ValueError) -> None:
+        raise error(f"task {cls.info.name!r}: {message}")
+
+    def split_sizes(self) -> dict[str, int | None]:
+        """Each split's number of examples."""
+        return {name: len(split) for name, split in self.splits.items()}
 
     # -- batching ------------------------------------------------------------------------------
     def batches(self, split: str, batch_size: int, *, shuffle: bool = False, seed: int = 0,
@@ -269,6 +309,36 @@ class Task:
         return out
 
 
+class PlannedTask(Task):
+    """A registered task as its ``stated_shape`` states it, holding no examples: for planning (the parameter
+    counts and step counts of ``tokenmix compare --dry-run``). ``build_model`` and ``split_sizes`` work like
+    the task's own; ``batches`` (and so ``evaluate``) raise."""
+
+    def __init__(self, task_class: type[Task], shape: TaskShape) -> None:
+        self.info = task_class.info
+        self.task_class = task_class
+        self.sizes = dict(shape.sizes)
+        self.num_classes, self.vocab_size, self.max_len = shape.num_classes, shape.vocab_size, shape.max_len
+        self.pad_id, self.image_shape = shape.pad_id, shape.image_shape
+        self.model_defaults = dict(shape.model_defaults)
+        self.splits = {}
+
+    def _fail(self, message: str, error: type[Exception] = ValueError) -> None:
+        raise error(f"task {self.info.name!r}: {message}")
+
+    def split_sizes(self) -> dict[str, int | None]:
+        """The stated sizes (``None``: only the data can tell)."""
+        return dict(self.sizes)
+
+    def batches(self, split: str, batch_size: int, *, shuffle: bool = False, seed: int = 0,
+                drop_last: bool = False) -> Iterator[TokenBatch | LMBatch | ImageBatch]:
+        self._fail("planned without its data: it has no batches (create_task builds it with its data)")
+
+    def describe(self) -> dict[str, Any]:
+        """The stated split sizes."""
+        return {"task": self.info.name, **{f"{name}_size": size for name, size in self.sizes.items()}}
+
+
 def _construct(cls: type, task: Task, options: dict[str, Any], *args: Any, **kwargs: Any) -> nn.Module:
     """``cls(*args, **kwargs, **options)``, with an option ``cls`` does not take (or one the task already
     decides) reported as a ValueError naming it."""
@@ -297,6 +367,13 @@ def register_task(name: str, *, description: str, kind: str, metric: str, source
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"task {name!r}: **kwargs would swallow unknown options; list them explicitly")
         options = tuple(p for p in params if p != "self")
+        if not hasattr(cls, "data_source"):
+            raise TypeError(f"task {name!r}: set data_source (a tokenmix.data.source.DataSource, or None when the "
+                            f"task generates its examples)")
+        if cls.stated_shape is not None:
+            stated = list(inspect.signature(cls.stated_shape).parameters.values())
+            if stated != [p for p in params.values() if p.name != "self"]:
+                raise TypeError(f"task {name!r}: stated_shape must take exactly the constructor's options")
         cls.info = TaskInfo(name, description, kind, metric, source, options)
         _TASKS[name] = cls
         return cls
@@ -309,16 +386,34 @@ def list_tasks() -> list[str]:
     return sorted(_TASKS)
 
 
-def task_info(name: str) -> TaskInfo:
+def task_class(name: str) -> type[Task]:
+    """The registered class of task ``name``."""
     if name not in _TASKS:
         raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
-    return _TASKS[name].info
+    return _TASKS[name]
+
+
+def task_info(name: str) -> TaskInfo:
+    """What the registered task ``name`` is (:class:`TaskInfo`)."""
+    return task_class(name).info
+
+
+def _checked_class(name: str, options: dict[str, Any]) -> type[Task]:
+    cls = task_class(name)
+    unknown = sorted(set(options) - set(cls.info.options))
+    if unknown:
+        raise ValueError(f"task {name!r} has no option(s) {unknown}; its options are: {', '.join(cls.info.options)}")
+    return cls
 
 
 def create_task(name: str, /, **options: Any) -> Task:
     """Build the task ``name`` (loading or generating its data); unknown options raise ``ValueError``."""
-    info = task_info(name)
-    unknown = sorted(set(options) - set(info.options))
-    if unknown:
-        raise ValueError(f"task {name!r} has no option(s) {unknown}; its options are: {', '.join(info.options)}")
-    return _TASKS[name](**options)
+    return _checked_class(name, options)(**options)
+
+
+def planned_task(name: str, /, **options: Any) -> PlannedTask | None:
+    """The task ``name`` as its options state it, loading no data (:class:`PlannedTask`), or ``None`` where only
+    its data can tell its shape (then :func:`create_task` it). Options are checked as by :func:`create_task`."""
+    cls = _checked_class(name, options)
+    shape = None if cls.stated_shape is None else cls.stated_shape(**options)
+    return None if shape is None else PlannedTask(cls, shape)

@@ -17,8 +17,10 @@ image: 55,000 / 5,000 / 10,000. ``seed`` is accepted for uniformity with the oth
 depend on it (they are fixed slices).
 
 ``root`` is passed to :func:`tokenmix.data.load_fashion_mnist` (``None`` = its default lookup:
-``$TOKENMIX_DATA``, then ``/usr/share/datasets/fashion-mnist``); missing files raise its
-``FileNotFoundError``, which says how to get them.
+``$TOKENMIX_DATA``, then ``/usr/share/datasets/fashion-mnist``, then the fetched copy in the data cache, and
+fetching the files when none holds them); missing files raise its ``FileNotFoundError``, which says what was
+tried and how to get them. Without reading any image, ``stated_shape`` gives the split sizes from the files'
+IDX headers, or from the published 60,000 / 10,000 images where the files will be fetched.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..data.fashion_mnist import load_fashion_mnist, normalize_images
+from ..data.fashion_mnist import FASHION_MNIST_SOURCE, fashion_mnist_shapes, load_fashion_mnist, normalize_images
 from ..validate import is_positive_int
-from .base import Split, Task, register_task
+from .base import Split, Task, TaskShape, register_task
 
 __all__ = ["FashionTask", "FashionPixelsTask"]
 
@@ -41,9 +43,10 @@ PRESETS = {
 _SOURCE = "Xiao, Rasul, Vollgraf (2017) Fashion-MNIST; pixel sequences after Tay et al. (2021) LRA Image"
 
 
-def _raw_splits(task: Task, preset: str, seed: int, root: str | Path | None, train_size: int | None,
-                val_size: int | None, test_size: int | None) -> dict[str, tuple[Tensor, Tensor]]:
-    """uint8 images (M, 28, 28) and int64 labels of each split, after checking the options."""
+def _options(task: type[Task], preset: str, seed: int, root: str | Path | None, train_size: int | None,
+             val_size: int | None, test_size: int | None) -> dict[str, int | None]:
+    """The requested split sizes (``None``: all there are), with the preset's filled in, after checking the
+    options."""
     if preset not in PRESETS:
         task._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -56,31 +59,66 @@ def _raw_splits(task: Task, preset: str, seed: int, root: str | Path | None, tra
         if value is not None and not is_positive_int(value):
             task._fail(f"{name} must be a positive int or None, got {value!r}")
         sizes[name] = value
-    train_images, train_labels = load_fashion_mnist(root, "train")  # FileNotFoundError says how to get it
-    test_images, test_labels = load_fashion_mnist(root, "test")
-    n = train_images.shape[0]
+    return sizes
+
+
+def _counts(task: type[Task], sizes: dict[str, int | None], n: int, n_test: int) -> dict[str, int]:
+    """Each split's number of images, from the files' ``n`` training and ``n_test`` test images."""
     n_val = sizes["val_size"]
     if n_val >= n:
         task._fail(f"val_size={n_val} leaves no training images: the training file has {n}")
     cut = n - n_val
     n_train = cut if sizes["train_size"] is None else min(sizes["train_size"], cut)
-    n_test = test_images.shape[0] if sizes["test_size"] is None else min(sizes["test_size"], test_images.shape[0])
+    n_test = n_test if sizes["test_size"] is None else min(sizes["test_size"], n_test)
     if n_test == 0:
         task._fail("the test file has no images")
+    return {"train": n_train, "val": n_val, "test": n_test}
+
+
+def _raw_splits(task: type[Task], preset: str, seed: int, root: str | Path | None, train_size: int | None,
+                val_size: int | None, test_size: int | None) -> dict[str, tuple[Tensor, Tensor]]:
+    """uint8 images (M, 28, 28) and int64 labels of each split, after checking the options."""
+    sizes = _options(task, preset, seed, root, train_size, val_size, test_size)
+    train_images, train_labels = load_fashion_mnist(root, "train")  # FileNotFoundError says how to get it
+    test_images, test_labels = load_fashion_mnist(root, "test")
+    counts = _counts(task, sizes, train_images.shape[0], test_images.shape[0])
+    cut = train_images.shape[0] - counts["val"]
     return {
-        "train": (train_images[:n_train], train_labels[:n_train]),
+        "train": (train_images[:counts["train"]], train_labels[:counts["train"]]),
         "val": (train_images[cut:], train_labels[cut:]),
-        "test": (test_images[:n_test], test_labels[:n_test]),
+        "test": (test_images[:counts["test"]], test_labels[:counts["test"]]),
     }
+
+
+class _FashionMNIST(Task):
+    """What the two tasks share: the data, and stating their shape without reading any image."""
+
+    num_classes = 10
+    data_source = FASHION_MNIST_SOURCE
+
+    @classmethod
+    def stated_shape(cls, preset: str = "quick", seed: int = 0, root: str | Path | None = None,
+                     train_size: int | None = None, val_size: int | None = None,
+                     test_size: int | None = None) -> TaskShape | None:
+        """The shape from the files' IDX headers, or the published data set's where they will be fetched
+        (:func:`tokenmix.data.fashion_mnist.fashion_mnist_shapes`); None when ``root`` lacks them."""
+        sizes = _options(cls, preset, seed, root, train_size, val_size, test_size)
+        shapes = fashion_mnist_shapes(root)
+        if shapes is None:
+            return None
+        return cls._shape(_counts(cls, sizes, shapes["train"][0], shapes["test"][0]), shapes["train"][1:])
+
+    @classmethod
+    def _shape(cls, sizes: dict[str, int], image: tuple[int, int]) -> TaskShape:
+        raise NotImplementedError
 
 
 @register_task("fashion", description="Fashion-MNIST 10-way image classification (ViT on 4x4 patches)",
                kind="image", metric="accuracy", source=_SOURCE)
-class FashionTask(Task):
+class FashionTask(_FashionMNIST):
     """Fashion-MNIST images. Options: ``preset``, ``seed``, ``root``, ``train_size``, ``val_size``,
     ``test_size`` (``None`` = from ``preset``). See the module docstring."""
 
-    num_classes = 10
     image_shape = (1, 28, 28)
 
     def __init__(self, preset: str = "quick", seed: int = 0, root: str | Path | None = None,
@@ -91,14 +129,17 @@ class FashionTask(Task):
         self.splits = {name: Split(labels=labels.clone(), images=normalize_images(images))
                        for name, (images, labels) in raw.items()}
 
+    @classmethod
+    def _shape(cls, sizes: dict[str, int], image: tuple[int, int]) -> TaskShape:
+        return TaskShape(sizes, num_classes=cls.num_classes, image_shape=(1, *image))
+
 
 @register_task("fashion_pixels",
                description="Fashion-MNIST as 784-long pixel sequences (token = 8-bit intensity), LRA Image style",
                kind="classification", metric="accuracy", source=_SOURCE)
-class FashionPixelsTask(Task):
+class FashionPixelsTask(_FashionMNIST):
     """Fashion-MNIST as pixel-intensity token sequences. Options as :class:`FashionTask`."""
 
-    num_classes = 10
     vocab_size = 256
     pad_id = 0
     max_len = 28 * 28
@@ -114,3 +155,8 @@ class FashionPixelsTask(Task):
             ids = images.reshape(m, -1).to(torch.long)
             self.splits[name] = Split(labels=labels.clone(), ids=ids,
                                       lengths=torch.full((m,), ids.shape[1], dtype=torch.long))
+
+    @classmethod
+    def _shape(cls, sizes: dict[str, int], image: tuple[int, int]) -> TaskShape:
+        return TaskShape(sizes, num_classes=cls.num_classes, vocab_size=cls.vocab_size, max_len=image[0] * image[1],
+                         pad_id=cls.pad_id)

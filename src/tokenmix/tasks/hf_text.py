@@ -16,7 +16,7 @@ Sentence pairs (MRPC, QQP, MNLI, QNLI, RTE, WNLI) are encoded as ``text_a <sep> 
 
 from __future__ import annotations
 
-from ..data.hf import glue_spec, load_glue, load_imdb
+from ..data.hf import GLUE_SOURCE, IMDB_SOURCE, glue_spec, load_glue, load_imdb
 from .base import Task, register_task
 from .reviews import build_text_splits, resolve_text_options
 
@@ -60,6 +60,8 @@ class ImdbTask(Task):
         seed: the carve and the subsets.
     """
 
+    data_source = IMDB_SOURCE
+
     def __init__(self, data_dir: str | None = None, unit: str = "words", max_len: int | None = None,
                  vocab_size: int | None = None, val_fraction: float = 0.1, preset: str = "quick",
                  seed: int = 0) -> None:
@@ -91,6 +93,8 @@ class GlueTask(Task):
             (only QQP, MNLI, QNLI and SST-2 are that large); ``"paper"`` keeps everything.
         seed: the carve and the subsets.
     """
+
+    data_source = GLUE_SOURCE
 
     def __init__(self, subtask: str = "sst2", data_dir: str | None = None, unit: str = "words",
                  max_len: int | None = None, vocab_size: int | None = None, val_fraction: float = 0.1,

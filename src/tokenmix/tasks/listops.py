@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from ..validate import is_positive_int
-from .base import Split, Task, pad_sequences, register_task
+from .base import Split, Task, TaskShape, pad_sequences, register_task
 
 __all__ = ["ListOpsTask", "VOCAB", "PAD", "DIGIT0", "MIN", "MAX", "MED", "SM", "CLOSE", "OPERATORS",
            "evaluate_operator"]
@@ -141,38 +141,16 @@ class ListOpsTask(Task):
     vocab_size = len(VOCAB)
     pad_id = PAD
     vocab = VOCAB
+    data_source = None  # generated
 
     def __init__(self, preset: str = "quick", seed: int = 0, max_depth: int = 10, max_args: int = 10,
                  min_length: int | None = None, max_length: int | None = None, train_size: int | None = None,
                  val_size: int | None = None, test_size: int | None = None, leaf_prob: float = 0.75,
                  close_brackets: bool = True, max_attempts: int | None = None) -> None:
-        if preset not in PRESETS:
-            self._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-        given = dict(min_length=min_length, max_length=max_length, train_size=train_size, val_size=val_size,
-                     test_size=test_size)
-        cfg = {k: (PRESETS[preset][k] if v is None else v) for k, v in given.items()}
-        for name, value in (("seed", seed), ("max_depth", max_depth), ("max_args", max_args), *cfg.items()):
-            if isinstance(value, bool) or not isinstance(value, int):
-                self._fail(f"{name} must be an int, got {value!r}")
-        if max_depth < 1:
-            self._fail(f"max_depth must be >= 1, got {max_depth}")
-        if max_args < 2:
-            self._fail(f"max_args must be >= 2, got {max_args}")
-        if not 1 <= cfg["min_length"] <= cfg["max_length"]:
-            self._fail(f"need 1 <= min_length <= max_length, got {cfg['min_length']} and {cfg['max_length']}")
-        for name in ("train_size", "val_size", "test_size"):
-            if cfg[name] < 1:
-                self._fail(f"{name} must be >= 1, got {cfg[name]}")
-        if isinstance(leaf_prob, bool) or not isinstance(leaf_prob, (int, float)) or not 0.0 <= leaf_prob <= 1.0:
-            self._fail(f"leaf_prob must be a number in [0, 1], got {leaf_prob!r}")
-        if not isinstance(close_brackets, bool):
-            self._fail(f"close_brackets must be a bool, got {close_brackets!r}")
+        cfg = self._config(preset, seed, max_depth, max_args, min_length, max_length, train_size, val_size, test_size,
+                           leaf_prob, close_brackets, max_attempts)
         sizes = (cfg["train_size"], cfg["val_size"], cfg["test_size"])
-        total = sum(sizes)
-        if max_attempts is None:
-            max_attempts = 2_000 * total + 1_000_000
-        elif not is_positive_int(max_attempts):
-            self._fail(f"max_attempts must be a positive int or None, got {max_attempts!r}")
+        total, max_attempts = sum(sizes), cfg["max_attempts"]
         self.preset, self.seed = preset, seed
         self.max_depth, self.max_args, self.leaf_prob = max_depth, max_args, float(leaf_prob)
         self.min_length, self.max_length = cfg["min_length"], cfg["max_length"]
@@ -210,6 +188,51 @@ class ListOpsTask(Task):
             self.splits[name] = Split(labels=torch.tensor(labels[start:start + size], dtype=torch.long),
                                       ids=ids, lengths=lengths)
             start += size
+
+    @classmethod
+    def _config(cls, preset: str, seed: int, max_depth: int, max_args: int, min_length: int | None,
+                max_length: int | None, train_size: int | None, val_size: int | None, test_size: int | None,
+                leaf_prob: float, close_brackets: bool, max_attempts: int | None) -> dict[str, int]:
+        """The length bounds, split sizes and ``max_attempts`` with the preset's defaults filled in, after
+        checking every option."""
+        if preset not in PRESETS:
+            cls._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+        given = dict(min_length=min_length, max_length=max_length, train_size=train_size, val_size=val_size,
+                     test_size=test_size)
+        cfg = {k: (PRESETS[preset][k] if v is None else v) for k, v in given.items()}
+        for name, value in (("seed", seed), ("max_depth", max_depth), ("max_args", max_args), *cfg.items()):
+            if isinstance(value, bool) or not isinstance(value, int):
+                cls._fail(f"{name} must be an int, got {value!r}")
+        if max_depth < 1:
+            cls._fail(f"max_depth must be >= 1, got {max_depth}")
+        if max_args < 2:
+            cls._fail(f"max_args must be >= 2, got {max_args}")
+        if not 1 <= cfg["min_length"] <= cfg["max_length"]:
+            cls._fail(f"need 1 <= min_length <= max_length, got {cfg['min_length']} and {cfg['max_length']}")
+        for name in ("train_size", "val_size", "test_size"):
+            if cfg[name] < 1:
+                cls._fail(f"{name} must be >= 1, got {cfg[name]}")
+        if isinstance(leaf_prob, bool) or not isinstance(leaf_prob, (int, float)) or not 0.0 <= leaf_prob <= 1.0:
+            cls._fail(f"leaf_prob must be a number in [0, 1], got {leaf_prob!r}")
+        if not isinstance(close_brackets, bool):
+            cls._fail(f"close_brackets must be a bool, got {close_brackets!r}")
+        if max_attempts is None:
+            max_attempts = 2_000 * (cfg["train_size"] + cfg["val_size"] + cfg["test_size"]) + 1_000_000
+        elif not is_positive_int(max_attempts):
+            cls._fail(f"max_attempts must be a positive int or None, got {max_attempts!r}")
+        return {**cfg, "max_attempts": max_attempts}
+
+    @classmethod
+    def stated_shape(cls, preset: str = "quick", seed: int = 0, max_depth: int = 10, max_args: int = 10,
+                     min_length: int | None = None, max_length: int | None = None, train_size: int | None = None,
+                     val_size: int | None = None, test_size: int | None = None, leaf_prob: float = 0.75,
+                     close_brackets: bool = True, max_attempts: int | None = None) -> TaskShape:
+        """The shape from the options alone (see :class:`~tokenmix.tasks.base.Task`); that the generator finds
+        enough distinct trees shows only when the task is built."""
+        cfg = cls._config(preset, seed, max_depth, max_args, min_length, max_length, train_size, val_size, test_size,
+                          leaf_prob, close_brackets, max_attempts)
+        return TaskShape({s: cfg[f"{s}_size"] for s in ("train", "val", "test")}, num_classes=cls.num_classes,
+                         vocab_size=cls.vocab_size, max_len=cfg["max_length"], pad_id=cls.pad_id)
 
     @staticmethod
     def decode(ids) -> str:

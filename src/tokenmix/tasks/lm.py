@@ -27,9 +27,10 @@ import torch
 
 from ..protocols import PAPER_004_INIT_STD
 from ..validate import is_positive_int
-from .base import Split, Task, register_task
+from ..data.austen import AUSTEN_SOURCE, load_austen
+from .base import Split, Task, TaskShape, register_task
 
-__all__ = ["LMTask", "PRESETS", "FRACTIONS", "SPECIAL_TOKEN", "train_tokenizer"]
+__all__ = ["DEFAULT_SOURCE_FACTS", "LMTask", "PRESETS", "FRACTIONS", "SPECIAL_TOKEN", "train_tokenizer"]
 
 PRESETS = {
     "quick": {"vocab_size": 2000, "train_size": 400, "val_size": 64, "test_size": 64},
@@ -38,6 +39,17 @@ PRESETS = {
 FRACTIONS = {"train": (0.0, 0.9), "val": (0.9, 0.95), "test": (0.95, 1.0)}
 SPECIAL_TOKEN = "<|endoftext|>"
 _TOKENIZER_VERSION = "bytelevel-bpe-v1"  # part of the cache key: change it when the recipe changes
+# The default source (the six novels of r-cran-janeaustenr) as this module splits and tokenizes it, so that
+# the task can state its shape without the novels (``stated_shape``); tests/test_data_command.py checks these
+# against the data where they are installed.
+DEFAULT_SOURCE_FACTS = {
+    # BPE learns its merges in the same order whatever the vocabulary, so a smaller one is a prefix: the
+    # train text yields the full 5,000 tokens asked for, hence every vocabulary up to 5,000 too.
+    "vocab_reached": 5_000,
+    # The longest segment (one novel's part) of the split whose longest is shortest (test, at 5,000; longer at
+    # smaller vocabularies).
+    "longest_segment": 11_448,
+}
 
 
 def _cut(text: str, fraction: float) -> int:
@@ -49,6 +61,11 @@ def _cut(text: str, fraction: float) -> int:
     pos = int(len(text) * fraction)
     nl = text.find("\n", pos)
     return len(text) if nl < 0 else nl + 1
+
+
+def _model_defaults(preset: str) -> dict[str, float]:
+    """The paper preset is Chen (2023) §6's setting, whose models start from N(0, 0.01) (every mixer alike)."""
+    return {"init_std": PAPER_004_INIT_STD} if preset == "paper" else {}
 
 
 def split_text(text: str) -> dict[str, str]:
@@ -90,29 +107,13 @@ def train_tokenizer(texts: list[str], vocab_size: int):
                kind="language_model", metric="perplexity",
                source="Debian r-cran-janeaustenr (Project Gutenberg texts), or a directory of .txt files")
 class LMTask(Task):
+    data_source = AUSTEN_SOURCE
+
     def __init__(self, *, context: int = 128, stride: int | None = None, vocab_size: int | None = None,
                  train_size: int | None = None, val_size: int | None = None, test_size: int | None = None,
                  preset: str = "quick", seed: int = 0, source: str | Path | None = None) -> None:
-        if preset not in PRESETS:
-            self._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-        p = PRESETS[preset]
-        vocab_size = p["vocab_size"] if vocab_size is None else vocab_size
-        stride = context if stride is None else stride
-        for name, value in (("context", context), ("stride", stride), ("vocab_size", vocab_size)):
-            if not is_positive_int(value):
-                self._fail(f"{name} must be a positive int, got {value!r}")
-        if vocab_size < 258:
-            self._fail(f"vocab_size must be at least 258 (256 byte tokens + {SPECIAL_TOKEN} + 1 merge), "
-                       f"got {vocab_size}")
-        caps = {"train": train_size, "val": val_size, "test": test_size}
-        caps = {k: p[f"{k}_size"] if v is None else v for k, v in caps.items()}
-        for split, cap in caps.items():
-            if cap is not None and not is_positive_int(cap):
-                self._fail(f"{split}_size must be a positive int, got {cap!r}")
-        if not isinstance(seed, int):
-            self._fail(f"seed must be an int, got {seed!r}")
-
-        from ..data.austen import load_austen
+        vocab_size, stride, caps = self._config(context, stride, vocab_size, train_size, val_size, test_size, preset,
+                                                seed)
 
         novels = load_austen(source)
         self.titles = tuple(novels)
@@ -123,8 +124,7 @@ class LMTask(Task):
         self.pad_id = self.tokenizer.token_to_id(SPECIAL_TOKEN)
         self.max_len = self.context = context
         self.stride, self.preset, self.seed = stride, preset, seed
-        # The paper preset is Chen (2023) §6's setting, whose models start from N(0, 0.01) (every mixer alike).
-        self.model_defaults = {"init_std": PAPER_004_INIT_STD} if preset == "paper" else {}
+        self.model_defaults = _model_defaults(preset)
 
         width = context + 1
         self.token_counts: dict[str, int] = {}
@@ -147,6 +147,46 @@ class LMTask(Task):
                 rng = np.random.default_rng([seed, split_index])
                 windows = windows[np.sort(rng.choice(len(windows), size=cap, replace=False))]
             self.splits[split] = Split(ids=torch.from_numpy(np.ascontiguousarray(windows)))
+
+    @classmethod
+    def _config(cls, context: int, stride: int | None, vocab_size: int | None, train_size: int | None,
+                val_size: int | None, test_size: int | None, preset: str,
+                seed: int) -> tuple[int, int, dict[str, int | None]]:
+        """(vocab_size, stride, {split: window cap or None}) with the preset's defaults, options checked."""
+        if preset not in PRESETS:
+            cls._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+        p = PRESETS[preset]
+        vocab_size = p["vocab_size"] if vocab_size is None else vocab_size
+        stride = context if stride is None else stride
+        for name, value in (("context", context), ("stride", stride), ("vocab_size", vocab_size)):
+            if not is_positive_int(value):
+                cls._fail(f"{name} must be a positive int, got {value!r}")
+        if vocab_size < 258:
+            cls._fail(f"vocab_size must be at least 258 (256 byte tokens + {SPECIAL_TOKEN} + 1 merge), "
+                      f"got {vocab_size}")
+        caps = {"train": train_size, "val": val_size, "test": test_size}
+        caps = {k: p[f"{k}_size"] if v is None else v for k, v in caps.items()}
+        for split, cap in caps.items():
+            if cap is not None and not is_positive_int(cap):
+                cls._fail(f"{split}_size must be a positive int, got {cap!r}")
+        if not isinstance(seed, int):
+            cls._fail(f"seed must be an int, got {seed!r}")
+        return vocab_size, stride, caps
+
+    @classmethod
+    def stated_shape(cls, *, context: int = 128, stride: int | None = None, vocab_size: int | None = None,
+                     train_size: int | None = None, val_size: int | None = None, test_size: int | None = None,
+                     preset: str = "quick", seed: int = 0, source: str | Path | None = None) -> TaskShape | None:
+        """The shape from the options and what is known of the default source (:data:`DEFAULT_SOURCE_FACTS`):
+        the window counts only the tokenized text can tell (``None``). None for another ``source``, a
+        vocabulary past the one checked, or a window longer than the shortest split's longest segment."""
+        vocab_size, stride, caps = cls._config(context, stride, vocab_size, train_size, val_size, test_size, preset,
+                                               seed)
+        facts = DEFAULT_SOURCE_FACTS
+        if source is not None or vocab_size > facts["vocab_reached"] or context + 1 > facts["longest_segment"]:
+            return None
+        return TaskShape(dict.fromkeys(FRACTIONS), vocab_size=vocab_size, max_len=context, pad_id=0,
+                         model_defaults=_model_defaults(preset))
 
     def decode(self, ids) -> str:
         """Text of a sequence of token ids."""

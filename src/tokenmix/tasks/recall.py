@@ -33,7 +33,7 @@ import random
 
 import torch
 
-from .base import Split, Task, pad_sequences, register_task
+from .base import Split, Task, TaskShape, pad_sequences, register_task
 
 __all__ = ["RecallTask"]
 
@@ -58,36 +58,15 @@ class RecallTask(Task):
     (divides ``num_pairs``), ``train_size``, ``val_size``, ``test_size``. See the module docstring."""
 
     pad_id = 0
+    data_source = None  # generated
 
     def __init__(self, preset: str = "quick", seed: int = 0, num_pairs: int | None = None,
                  num_keys: int | None = None, num_values: int | None = None, train_size: int | None = None,
                  val_size: int | None = None, test_size: int | None = None) -> None:
-        if preset not in PRESETS:
-            self._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-        given = dict(num_pairs=num_pairs, num_keys=num_keys, num_values=num_values, train_size=train_size,
-                     val_size=val_size, test_size=test_size)
-        cfg = {k: (PRESETS[preset][k] if v is None else v) for k, v in given.items()}
-        for name, value in (("seed", seed), *cfg.items()):
-            if isinstance(value, bool) or not isinstance(value, int):
-                self._fail(f"{name} must be an int, got {value!r}")
-        for name, value in cfg.items():
-            if value < 1:
-                self._fail(f"{name} must be >= 1, got {value}")
+        cfg = self._config(preset, seed, num_pairs, num_keys, num_values, train_size, val_size, test_size)
         p, k, v = cfg["num_pairs"], cfg["num_keys"], cfg["num_values"]
-        if p < 2:
-            self._fail(f"num_pairs must be >= 2 (with one pair the query gives the answer away), got {p}")
-        if k < p:
-            self._fail(f"num_keys ({k}) must be >= num_pairs ({p}): keys are distinct within a sequence")
-        if v < 2 or p % v:
-            self._fail(f"num_values ({v}) must be >= 2 and divide num_pairs ({p}): every value occurs "
-                       f"num_pairs / num_values times, so that no single position predicts the label")
         sizes = (cfg["train_size"], cfg["val_size"], cfg["test_size"])
-        total = sum(sizes)
-        copies = p // v
-        distinct = math.perm(k, p) * (math.factorial(p) // math.factorial(copies) ** v) * p
-        if total > distinct // 2:
-            self._fail(f"{total} examples asked for, but only {distinct} distinct sequences exist with "
-                       f"num_pairs={p}, num_keys={k}, num_values={v}; ask for at most half of them")
+        total, copies = sum(sizes), p // v
         self.preset, self.seed = preset, seed
         self.num_pairs, self.num_keys, self.num_values = p, k, v
         self.num_classes = v
@@ -124,3 +103,43 @@ class RecallTask(Task):
             self.splits[name] = Split(labels=torch.tensor(labels[start:start + size], dtype=torch.long),
                                       ids=ids, lengths=lengths)
             start += size
+
+    @classmethod
+    def _config(cls, preset: str, seed: int, num_pairs: int | None, num_keys: int | None, num_values: int | None,
+                train_size: int | None, val_size: int | None, test_size: int | None) -> dict[str, int]:
+        """The options with the preset's defaults filled in, checked."""
+        if preset not in PRESETS:
+            cls._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+        given = dict(num_pairs=num_pairs, num_keys=num_keys, num_values=num_values, train_size=train_size,
+                     val_size=val_size, test_size=test_size)
+        cfg = {k: (PRESETS[preset][k] if v is None else v) for k, v in given.items()}
+        for name, value in (("seed", seed), *cfg.items()):
+            if isinstance(value, bool) or not isinstance(value, int):
+                cls._fail(f"{name} must be an int, got {value!r}")
+        for name, value in cfg.items():
+            if value < 1:
+                cls._fail(f"{name} must be >= 1, got {value}")
+        p, k, v = cfg["num_pairs"], cfg["num_keys"], cfg["num_values"]
+        if p < 2:
+            cls._fail(f"num_pairs must be >= 2 (with one pair the query gives the answer away), got {p}")
+        if k < p:
+            cls._fail(f"num_keys ({k}) must be >= num_pairs ({p}): keys are distinct within a sequence")
+        if v < 2 or p % v:
+            cls._fail(f"num_values ({v}) must be >= 2 and divide num_pairs ({p}): every value occurs "
+                      f"num_pairs / num_values times, so that no single position predicts the label")
+        total = cfg["train_size"] + cfg["val_size"] + cfg["test_size"]
+        distinct = math.perm(k, p) * (math.factorial(p) // math.factorial(p // v) ** v) * p
+        if total > distinct // 2:
+            cls._fail(f"{total} examples asked for, but only {distinct} distinct sequences exist with "
+                      f"num_pairs={p}, num_keys={k}, num_values={v}; ask for at most half of them")
+        return cfg
+
+    @classmethod
+    def stated_shape(cls, preset: str = "quick", seed: int = 0, num_pairs: int | None = None,
+                     num_keys: int | None = None, num_values: int | None = None, train_size: int | None = None,
+                     val_size: int | None = None, test_size: int | None = None) -> TaskShape:
+        """The shape from the options alone (see :class:`~tokenmix.tasks.base.Task`)."""
+        cfg = cls._config(preset, seed, num_pairs, num_keys, num_values, train_size, val_size, test_size)
+        p, k, v = cfg["num_pairs"], cfg["num_keys"], cfg["num_values"]
+        return TaskShape({s: cfg[f"{s}_size"] for s in ("train", "val", "test")}, num_classes=v, vocab_size=k + v + 2,
+                         max_len=2 * p + 2, pad_id=cls.pad_id)

@@ -14,10 +14,12 @@ from typing import Any, Sequence
 
 import torch
 
-from ..data.text import TextEncoder, carve_validation, clean_html, subsample
-from .base import Split, Task, pad_sequences, register_task
+from ..data.reviews import REVIEW_ROWS, REVIEWS_SOURCE, load_reviews
+from ..data.text import BYTE_VOCAB_SIZE, PAD_ID, TextEncoder, carve_validation, clean_html, subsample, validation_size
+from .base import Split, Task, TaskShape, pad_sequences, register_task
 
-__all__ = ["ReviewsTask", "build_text_splits", "resolve_text_options", "TEXT_UNITS", "PRESETS"]
+__all__ = ["ReviewsTask", "build_text_splits", "resolve_text_options", "DEFAULT_DATA_FACTS", "TEXT_UNITS",
+           "PRESETS"]
 
 TEXT_UNITS = ("words", "bytes")
 PRESETS = ("quick", "paper")
@@ -27,8 +29,9 @@ def _clean(text: Any) -> Any:
     return tuple(clean_html(t) for t in text) if isinstance(text, tuple) else clean_html(text)
 
 
-def resolve_text_options(task: Task, *, unit: str, preset: str, max_len: int | None, vocab_size: int | None,
-                         val_fraction: float, seed: int, defaults: dict[str, dict[str, Any]]) -> tuple[int, int | None]:
+def resolve_text_options(task: Task | type[Task], *, unit: str, preset: str, max_len: int | None,
+                         vocab_size: int | None, val_fraction: float, seed: int,
+                         defaults: dict[str, dict[str, Any]]) -> tuple[int, int | None]:
     """Check the common options; return (max_len, vocab_size) with the preset's defaults filled in.
 
     ``defaults[preset]`` has ``"max_len": {"words": ..., "bytes": ...}`` and ``"vocab_size"``."""
@@ -93,6 +96,13 @@ def build_text_splits(task: Task, train: Sequence[tuple[Any, int]], test: Sequen
     task.max_len = longest
 
 
+# The reviews as this module encodes them, so that the task can state its shape without them
+# (``stated_shape``); tests/test_data_command.py checks these against the data where they are installed.
+DEFAULT_DATA_FACTS = {
+    "longest": {"words": 1_475, "bytes": 7_910},  # the longest of the 5,000 reviews, after clean_html
+    "default_carve": (0, 0.1),  # (seed, val_fraction) of the carve the next count is for
+    "train_word_types": 12_787,  # distinct words in its train split
+}
 # max_len (tokens) and word-vocabulary size (specials included; None = every train word) per preset.
 REVIEWS_DEFAULTS = {
     "quick": {"max_len": {"words": 128, "bytes": 512}, "vocab_size": 10_000},
@@ -129,14 +139,34 @@ class ReviewsTask(Task):
     Pad id 0; ``<br />`` tags become spaces before encoding.
     """
 
+    data_source = REVIEWS_SOURCE
+
     def __init__(self, unit: str = "words", max_len: int | None = None, vocab_size: int | None = None,
                  val_fraction: float = 0.1, preset: str = "quick", seed: int = 0) -> None:
         max_len, vocab_size = resolve_text_options(self, unit=unit, preset=preset, max_len=max_len,
                                                    vocab_size=vocab_size, val_fraction=val_fraction, seed=seed,
                                                    defaults=REVIEWS_DEFAULTS)
-        from ..data.reviews import load_reviews
-
         data = load_reviews()
         self.unit, self.preset, self.seed = unit, preset, seed
         build_text_splits(self, data["train"], data["test"], unit=unit, max_len=max_len, vocab_size=vocab_size,
                           num_classes=2, val_fraction=val_fraction, seed=seed)
+
+    @classmethod
+    def stated_shape(cls, unit: str = "words", max_len: int | None = None, vocab_size: int | None = None,
+                     val_fraction: float = 0.1, preset: str = "quick", seed: int = 0) -> TaskShape | None:
+        """The shape from the options and what is known of the reviews (:data:`DEFAULT_DATA_FACTS`); None for
+        a word vocabulary of another carve (only the data can tell its size)."""
+        max_len, vocab_size = resolve_text_options(cls, unit=unit, preset=preset, max_len=max_len,
+                                                   vocab_size=vocab_size, val_fraction=val_fraction, seed=seed,
+                                                   defaults=REVIEWS_DEFAULTS)
+        facts = DEFAULT_DATA_FACTS
+        vocab = BYTE_VOCAB_SIZE
+        if unit == "words":
+            if (seed, val_fraction) != facts["default_carve"]:
+                return None
+            words = facts["train_word_types"] + 2  # with <pad> and <unk>
+            vocab = words if vocab_size is None else min(vocab_size, words)
+        n_val = validation_size(REVIEW_ROWS["train"], val_fraction)
+        sizes = {"train": REVIEW_ROWS["train"] - n_val, "val": n_val, "test": REVIEW_ROWS["test"]}
+        return TaskShape(sizes, num_classes=2, vocab_size=vocab, max_len=min(max_len, facts["longest"][unit]),
+                         pad_id=PAD_ID)

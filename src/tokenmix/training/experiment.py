@@ -62,13 +62,13 @@ import torch
 from ..models.patterns import parse_layer_mixer, pattern_names
 from ..protocols import MODEL_PROTOCOLS, TRAIN_PRESETS
 from ..registry import mixer_info
-from ..tasks import Task, create_task
+from ..tasks import Task, create_task, planned_task
 from ..validate import is_positive_int
 from .claims import parse_claims, parse_paper
 from .config import TrainConfig
 
 __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budget", "parse_overrides", "to_toml",
-           "make_task", "build_model", "skip_reason", "DEFAULT_EXPERIMENT", "BASELINE", "PLOTS"]
+           "make_task", "plan_task", "build_model", "skip_reason", "DEFAULT_EXPERIMENT", "BASELINE", "PLOTS"]
 
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
 PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
@@ -255,11 +255,28 @@ def skip_reason(mixer: str, task_kind: str) -> str | None:
     return None
 
 
-def make_task(experiment: Experiment) -> Task:
-    """The experiment's task (``[task]``: its name and options; data seed 0 unless the file sets one)."""
+def _task_options(experiment: Experiment) -> dict[str, Any]:
     options = {k: v for k, v in experiment.task.items() if k != "name"}
     options.setdefault("seed", 0)
-    return create_task(experiment.task["name"], **options)
+    return options
+
+
+def make_task(experiment: Experiment) -> Task:
+    """The experiment's task (``[task]``: its name and options; data seed 0 unless the file sets one)."""
+    return create_task(experiment.task["name"], **_task_options(experiment))
+
+
+def plan_task(experiment: Experiment) -> Task:
+    """The experiment's task for planning (parameters and steps, ``--dry-run``): as its options state it, loading
+    no data (:func:`tokenmix.tasks.planned_task`), where it can; otherwise :func:`make_task`, its data loaded:
+    where only the data can tell its shape, or its training split's size when a run counts steps in epochs."""
+    task = planned_task(experiment.task["name"], **_task_options(experiment))
+    if task is None:
+        return make_task(experiment)
+    if task.split_sizes()["train"] is None and any(experiment.train_config(run).max_steps is None
+                                                   for run in experiment.runs(task.info.kind)):
+        return make_task(experiment)
+    return task
 
 
 def build_model(task: Task, run: RunSpec) -> torch.nn.Module:

@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 from .checkpoint import Checkpointer
-from .experiment import Experiment
+from .experiment import Experiment, plan_task
 from .results import ResultsDir, run_config
 from .sweep import CONFIG_FILE, RESULT_FILE, check_out_dir, plan, run_dir
 
@@ -29,7 +29,7 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
-    task, planned = plan(experiment)
+    task, planned = plan(experiment, plan_task(experiment))  # no data loaded where the task can say its sizes
     notes: list[str] = []
     use_out = True
     try:

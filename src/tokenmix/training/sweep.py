@@ -40,7 +40,7 @@ import torch
 
 from ..tasks import Task
 from ..validate import is_positive_int
-from .experiment import Experiment, RunSpec, build_model, make_task, to_toml
+from .experiment import Experiment, RunSpec, build_model, make_task, plan_task, to_toml
 from .leaderboard import write_report
 from .loop import train
 from .power import attainable_lines
@@ -63,8 +63,10 @@ class PlannedRun:
 
 
 def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[PlannedRun]]:
-    """Every run, with its model built once (so a bad option fails here) and its planned steps."""
+    """Every run, with its model built once (so a bad option fails here) and its planned steps. ``task``:
+    the experiment's task (default: :func:`make_task`, its data loaded), or a planned one (:func:`plan_task`)."""
     task = task or make_task(experiment)
+    train_size = task.split_sizes()["train"]
     metric = experiment.report.get("metric")
     if metric is not None and metric != task.info.metric:
         raise ValueError(f"experiment: [report] metric {metric!r}, but task {task.info.name!r} reports "
@@ -76,11 +78,16 @@ def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[P
         except (ValueError, TypeError) as error:
             raise ValueError(f"experiment: mixer entry {run.label!r}: {error}") from None
         config = experiment.train_config(run)
-        steps_per_epoch = len(task.splits["train"]) // config.batch_size
-        if steps_per_epoch == 0:
-            raise ValueError(f"experiment: batch_size {config.batch_size} exceeds the {len(task.splits['train'])} "
-                             f"training examples")
-        total = config.max_steps if config.max_steps is not None else (config.epochs or 1) * steps_per_epoch
+        total = config.max_steps
+        if train_size is not None:  # None: a planned task whose size only the data can tell (max_steps given)
+            steps_per_epoch = train_size // config.batch_size
+            if steps_per_epoch == 0:
+                raise ValueError(f"experiment: batch_size {config.batch_size} exceeds the {train_size} "
+                                 f"training examples")
+            total = total if total is not None else (config.epochs or 1) * steps_per_epoch
+        elif total is None:
+            raise ValueError(f"experiment: run {run.key!r} counts epochs, but the size of task "
+                             f"{task.info.name!r}'s training split is not known without its data")
         planned.append(PlannedRun(run, sum(p.numel() for p in model.parameters()), total))
     return task, planned
 
@@ -201,15 +208,16 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
     the cores shared out between the jobs). ``isolate=False`` trains one run after the other in this process
     (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
-    ``dry_run`` plans (builds every model, prints the runs) and trains nothing. ``results_dir``/``commit``:
+    ``dry_run`` plans (builds every model, prints the runs) and trains nothing; it loads no data where the task
+    can state its shape without (:func:`~tokenmix.training.experiment.plan_task`). ``results_dir``/``commit``:
     see the module docstring."""
     if not is_positive_int(jobs):
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
-    task, planned = plan(experiment)
-    if dry_run:
-        print(dry_run_table(experiment, task, planned))
+    if dry_run:  # as the task states itself where it can: no data loaded (or fetched)
+        print(dry_run_table(experiment, *plan(experiment, plan_task(experiment))))
         return []
+    task, planned = plan(experiment)
     check_out_dir(out, experiment)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(to_toml(experiment.to_dict()))
