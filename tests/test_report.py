@@ -295,6 +295,33 @@ def test_harness_measures(tmp_path):
     assert missing is None and "tokenmix steptime --config experiments/x.toml" in why
 
 
+def test_time_per_epoch_before_any_run_uses_the_planned_steps(tmp_path):
+    rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb"]
+    rows += [f"x,{label},experiment,64,8,{r},{t * r},1," for r in (1, 2) for label, t in (("a", 0.01), ("b", 0.02))]
+    (tmp_path / "x-steptime.csv").write_text("\n".join(rows) + "\n")
+    found = load_data(tmp_path, "x", planned_steps={"a": 40, "b": 40})
+    epoch, _ = found.values("a", claim("less", measure="time_per_epoch_s"))
+    assert epoch.values == pytest.approx((0.4, 0.8))
+    accuracy, why = found.values("a", claim("greater", measure="value"))
+    assert accuracy is None and "no `x.csv`" in why
+    assert load_data(tmp_path, "x").values("a", claim("less", measure="time_per_epoch_s"))[0] is None
+
+
+def test_an_experiment_with_only_its_harness_gets_its_time_verdicts(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for suffix in ("steptime", "scaling"):
+        name = f"002-vision-fashion-{suffix}.csv"
+        (data / name).write_text((DATA / name).read_text())
+    out = tmp_path / "reproduction.md"
+    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(ROOT / "experiments"),
+                 "--no-plots"]) == 0
+    text = out.read_text()
+    assert "| `002-vision-fashion` | pvt's time per epoch is below softmax attention's (N = 196) | **holds** |" in text
+    assert "**Training runs not finished yet**" in text
+    assert "| `003-contextualizer-reviews` | all | not run yet |" in text  # no CSV of its own here: no verdicts
+
+
 def test_attainable_and_the_dry_run_warning(tmp_path, capsys):
     from tokenmix.training.sweep import compare
 

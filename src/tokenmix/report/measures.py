@@ -138,12 +138,18 @@ class ExperimentData:
     target: float | None = None
     target_k: int = 1
     higher_is_better: bool = True
+    planned_steps: dict[str, int] | None = None  # per label, steps per epoch as the experiment file plans them
 
     def labels(self) -> list[str]:
         return list(dict.fromkeys(r.label for r in self.runs or []))
 
     def runs_of(self, label: str) -> list[Run]:
         return [r for r in self.runs or [] if r.label == label]
+
+    def epoch_steps(self, label: str) -> int | None:
+        """The label's optimiser steps per epoch: from its runs, else as the experiment file plans them."""
+        found = next((s for s in (steps_per_epoch(r) for r in self.runs_of(label)) if s), None)
+        return found if found is not None else (self.planned_steps or {}).get(label)
 
     # -- per seed ---------------------------------------------------------------------------------------
     def seed_values(self, label: str, get) -> Values:
@@ -241,12 +247,8 @@ class ExperimentData:
             if claim.length is None:
                 return self.step_times(label)
             return self.step_times(label, "scaling", self.resolve_length(claim))
-        per_step = self.step_times(label)
-        spe = [steps_per_epoch(r) for r in self.runs_of(label)]
-        spe = [s for s in spe if s]
-        if not spe:
-            return {}
-        return {r: spe[0] * t for r, t in per_step.items()}
+        spe = self.epoch_steps(label)
+        return {r: spe * t for r, t in self.step_times(label).items()} if spe else {}
 
     def resolve_length(self, claim: Claim) -> int | None:
         """The synthetic length of a ``step_time_s`` claim: its ``length``, or the largest both labels have."""
@@ -259,8 +261,9 @@ class ExperimentData:
 
 
 def load_data(data: Path, name: str, *, target: float | None = None, target_k: int = 1,
-              higher_is_better: bool = True) -> ExperimentData:
-    """Everything ``data`` holds for experiment ``name`` (each file may be missing)."""
+              higher_is_better: bool = True, planned_steps: dict[str, int] | None = None) -> ExperimentData:
+    """Everything ``data`` holds for experiment ``name`` (each file may be missing); ``planned_steps``: per label,
+    the steps per epoch the experiment file plans (for time per epoch before any run has finished)."""
     runs = None
     if (data / f"{name}.csv").exists():
         histories: dict[tuple[str, int], list[dict[str, str]]] = {}
@@ -278,4 +281,4 @@ def load_data(data: Path, name: str, *, target: float | None = None, target_k: i
         path = data / f"{name}-{suffix}.csv"
         if path.exists():
             harness = (harness or []) + [r for r in read_csv(path) if r.get("experiment", name) in (name, "")]
-    return ExperimentData(name, runs, chance, harness, target, target_k, higher_is_better)
+    return ExperimentData(name, runs, chance, harness, target, target_k, higher_is_better, planned_steps)

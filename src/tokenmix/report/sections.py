@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..training.claims import Claim, PaperText
 from ..training.power import planned_floor
-from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_per_epoch, steps_to_target,
+from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
 from .plateau import CRITERION, plateau_count
 from .tables import mean_sd_text, num, pvalue, table
@@ -99,7 +99,7 @@ def _harness_cell(found: ExperimentData, label: str, per_epoch: bool) -> str:
         return "—"
     if not per_epoch:
         return mean_sd_text([1000 * t for t in times.values()])
-    spe = next((s for s in (steps_per_epoch(r) for r in found.runs_of(label)) if s), None)
+    spe = found.epoch_steps(label)
     return mean_sd_text([spe * t for t in times.values()]) if spe else "—"
 
 
@@ -255,6 +255,22 @@ def stale_note(study: Study, found: ExperimentData) -> str:
             f"experiment to judge the file as it is now.")
 
 
+TIMES_NOTE = ("Times: the time claims read the step-time harness (`tokenmix steptime`), never training wall time: "
+              "time per epoch = steps per epoch (train split // batch size, from the results' `steps_per_epoch` "
+              "column, else from the history's step / epoch, else as the experiment file plans it) × the step time "
+              "of each round; time to target = the step at which the target's streak completes × the label's "
+              "median step time.")
+
+
+def harness_section(study: Study, found: ExperimentData, level: str) -> tuple[list[str], list[Outcome]]:
+    """An experiment whose training runs have not finished yet but whose step-time harness has: the claims the
+    harness alone decides are judged; the others are not measured."""
+    lines = [f"**Training runs not finished yet** (`tokenmix compare --config {study.file}`): no accuracy table "
+             f"until then. The claims the step-time harness alone decides are judged now.", "", TIMES_NOTE, ""]
+    outcomes = judge_study(study, found)
+    return lines + [f"{level}# Claims", "", *claims_table(outcomes, found), ""], outcomes
+
+
 def measured_section(study: Study, found: ExperimentData, data: Path, out: Path, plots: bool,
                      level: str) -> tuple[list[str], list[Outcome]]:
     """The measured table, the plot and the claims table of an experiment that has run."""
@@ -267,11 +283,7 @@ def measured_section(study: Study, found: ExperimentData, data: Path, out: Path,
     if any(c.measure == "train_cost" for c in study.claims):
         lines += [cost_note(study, found), ""]
     if any(c.harness or c.measure == "time_to_target_s" for c in study.claims):
-        lines += ["Times: the time claims read the step-time harness (`tokenmix steptime`), never training wall "
-                  "time: time per epoch = steps per epoch (train split // batch size, from the results' "
-                  "`steps_per_epoch` column, else from the history's step / epoch) × the step time of each round; "
-                  "time to target = the step at which the target's streak completes × the label's median step "
-                  "time. The training wall time per epoch is shown for reference only.", ""]
+        lines += [TIMES_NOTE + " The training wall time per epoch is shown for reference only.", ""]
     lines += measured_table(study, found, metric) + [""]
     if found.chance is not None:
         lines += [f"Majority-class rate (test share of the train split's majority class): {num(found.chance)}.", ""]

@@ -68,7 +68,8 @@ from .claims import parse_claims, parse_paper
 from .config import TrainConfig
 
 __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budget", "parse_overrides", "to_toml",
-           "make_task", "plan_task", "build_model", "skip_reason", "DEFAULT_EXPERIMENT", "BASELINE", "PLOTS"]
+           "make_task", "plan_task", "planned_steps_per_epoch", "build_model", "skip_reason", "DEFAULT_EXPERIMENT",
+           "BASELINE", "PLOTS"]
 
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
 PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
@@ -277,6 +278,17 @@ def plan_task(experiment: Experiment) -> Task:
                                                    for run in experiment.runs(task.info.kind)):
         return make_task(experiment)
     return task
+
+
+def planned_steps_per_epoch(experiment: Experiment) -> dict[str, int] | None:
+    """Per label, the optimiser steps per epoch a run will take (train split // batch size, as
+    :func:`tokenmix.training.setup.plan_run` counts them), from the sizes the task states without its data;
+    None where only the data can tell the training split's size."""
+    task = planned_task(experiment.task["name"], **_task_options(experiment))
+    n_train = None if task is None else task.split_sizes()["train"]
+    if n_train is None:
+        return None
+    return {run.label: n_train // experiment.train_config(run).batch_size for run in experiment.runs(task.info.kind)}
 
 
 def build_model(task: Task, run: RunSpec) -> torch.nn.Module:
