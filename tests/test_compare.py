@@ -16,6 +16,7 @@ import tokenmix.training.sweep as compare_module
 from tokenmix.cli import WIDTH, main
 from tokenmix.training.experiment import (DEFAULT_EXPERIMENT, Experiment, load_experiment, parse_overrides, skip_reason,
                                          to_toml)
+from tokenmix.training.power import attainable_lines
 from tokenmix.training.results import COLUMNS
 from tokenmix.training.sweep import compare, plan
 
@@ -41,6 +42,15 @@ def test_every_experiment_file_resolves(path):
     assert experiment.runs(_kind(experiment))  # every entry can run the task, every key is known
     again = Experiment.from_dict(tomllib.loads(to_toml(experiment.to_dict())))
     assert again.to_dict() == experiment.to_dict()  # config.toml round-trips
+
+
+def test_harness_rounds_are_fixed_in_the_experiment_file():
+    assert load_experiment(None).report["harness_rounds"] == 10
+    assert load_experiment(ROOT / "experiments" / "002-vision-fashion.toml").report["harness_rounds"] == 100
+    with pytest.raises(ValueError, match="harness_rounds must be a positive int"):
+        load_experiment(None, ["report.harness_rounds=0"])
+    lines = attainable_lines(load_experiment(ROOT / "experiments" / "002-vision-fashion.toml"))
+    assert "100 harness rounds" in lines[0]
 
 
 def test_to_toml_writes_none_as_none_and_refuses_non_finite_values():

@@ -383,7 +383,8 @@ def _add_steptime_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--config", help="experiment file (TOML, see experiments/); default: the embedded default")
     st.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting of the file, dotted key and TOML value (repeatable)")
-    st.add_argument("--rounds", type=int, default=10, help="rounds; each times every label once")
+    st.add_argument("--rounds", type=int, help="rounds; each times every label once (default: the file's [report] "
+                    "harness_rounds, 10 unless it sets them)")
     st.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     st.add_argument("--min-run-time", type=float, default=0.2, help="seconds each measurement runs for at least")
     st.add_argument("--labels", help="comma-separated labels (default: every entry, the baseline included)")
@@ -410,10 +411,11 @@ def cmd_steptime(args: argparse.Namespace) -> None:
         print(f"warning: 1-minute load average {load:.2f} > threads + 0.5 = {args.threads + 0.5}: other processes "
               "share the cores: timings are unreliable", file=sys.stderr, flush=True)
     labels = [label.strip() for label in args.labels.split(",") if label.strip()] if args.labels else None
-    common = dict(rounds=args.rounds, threads=args.threads, min_run_time=args.min_run_time, labels=labels,
-                  budget=args.max_seconds, rotate=args.rotate)
+    common = dict(threads=args.threads, min_run_time=args.min_run_time, labels=labels, budget=args.max_seconds,
+                  rotate=args.rotate)
     try:
         experiment = load_experiment(args.config, args.overrides)
+        common["rounds"] = args.rounds or experiment.report["harness_rounds"]
         task = make_task(experiment)
         if args.lengths:
             lengths = [int(n) for n in args.lengths.split(",") if n.strip()]

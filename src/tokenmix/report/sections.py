@@ -84,8 +84,8 @@ def _samples(found: ExperimentData):
 
 
 def judge_study(study: Study, found: ExperimentData) -> list[Outcome]:
-    seeds = len(study.experiment.seeds)
-    return judge(study.claims, _samples(found), lambda claim: planned_floor(claim, seeds))
+    seeds, rounds = len(study.experiment.seeds), study.experiment.report["harness_rounds"]
+    return judge(study.claims, _samples(found), lambda claim: planned_floor(claim, seeds, rounds))
 
 
 def _plateaus(found: ExperimentData, label: str) -> tuple[int, int]:

@@ -27,6 +27,7 @@
     target_k = 1
     plots = ["metric_vs_time", "metric_vs_epoch_time"]
     baseline = true           # add the no-context "mlp" run when no entry is it
+    harness_rounds = 10       # rounds of `tokenmix steptime` (the samples of every time claim)
 
     [[mixers]]                # or: mixers = ["softmax", "linear", "swin:shift=true"]
     label = "softmax-32h"     # unique; names the run folder (default: the entry's name)
@@ -69,13 +70,14 @@ from .config import TrainConfig
 
 __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budget", "parse_overrides", "to_toml",
            "make_task", "plan_task", "planned_steps_per_epoch", "build_model", "skip_reason", "DEFAULT_EXPERIMENT",
-           "BASELINE", "PLOTS"]
+           "BASELINE", "PLOTS", "HARNESS_ROUNDS"]
 
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
 PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
 _TOP = {"name", "description", "seeds", "task", "model", "train", "report", "mixers", "budgets", "claims", "paper"}
 _MODEL_KEYS = {"protocol", "dim", "depth", "heads", "init_std"}  # everything else goes to the model class
-_REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline"}
+_REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline", "harness_rounds"}
+HARNESS_ROUNDS = 10  # rounds of the step-time harness when the file does not set [report] harness_rounds
 _ENTRY_KEYS = {"label", "name", "pattern", "options", "model"}
 # TrainConfig fields an experiment sets; seed/out_dir/resume/progress belong to each run, not to the file.
 _RUN_FIELDS = {"seed", "out_dir", "resume", "progress", "target", "target_k"}
@@ -164,7 +166,8 @@ class Experiment:
             _fail("[task] needs a string 'name' (e.g. name = \"listops\")")
         model = {"protocol": "default", "dim": 32, "depth": 2, **_nones(_table(data, "model"))}
         train = _resolve_train(_nones(_table(data, "train")))
-        report = {"plots": list(PLOTS), "baseline": True, "target_k": 1, **_nones(_table(data, "report"))}
+        report = {"plots": list(PLOTS), "baseline": True, "target_k": 1, "harness_rounds": HARNESS_ROUNDS,
+                  **_nones(_table(data, "report"))}
         _check_keys(report, _REPORT_KEYS, "[report]")
         _check_report(report)
         mixers = data.get("mixers")
@@ -355,6 +358,8 @@ def _check_report(report: dict[str, Any]) -> None:
         _fail(f"[report] plots must be a list drawn from {list(PLOTS)}, got {plots!r}")
     if not isinstance(report.get("baseline"), bool):
         _fail(f"[report] baseline must be true or false, got {report.get('baseline')!r}")
+    if not is_positive_int(report.get("harness_rounds")):
+        _fail(f"[report] harness_rounds must be a positive int, got {report.get('harness_rounds')!r}")
     if "metric" in report and not isinstance(report["metric"], str):
         _fail(f"[report] metric must be a string, got {report['metric']!r}")
 

@@ -2,7 +2,7 @@
 
 Per claim (:mod:`tokenmix.training.claims`) the design's smallest one-sided p (1 / C(2n, n) for n seeds per
 label, 2^-n for n seeds against a constant, 2^-r for the step-time harness's r rounds, paired or against a
-constant; r = :data:`HARNESS_ROUNDS`), then Holm's correction over the file's claims with every claim at its smallest p:
+constant; r = the file's ``[report] harness_rounds``), then Holm's correction over the file's claims with every claim at its smallest p:
 the smallest adjusted p each claim can reach. Above 0.05 no outcome of the runs can decide that claim.
 ``tokenmix compare --dry-run`` prints these (and a WARNING line for each above 0.05), and the verdicts of
 ``tokenmix report`` (:mod:`tokenmix.report.verdict`) use the same floors and Holm's correction.
@@ -18,11 +18,10 @@ from .claims import Claim, parse_claims
 if TYPE_CHECKING:
     from .experiment import Experiment
 
-__all__ = ["ALPHA", "HARNESS_ROUNDS", "holm", "smallest_p_independent", "smallest_p_sign", "smallest_p_wilcoxon",
+__all__ = ["ALPHA", "holm", "smallest_p_independent", "smallest_p_sign", "smallest_p_wilcoxon",
            "attainable", "planned_floor", "attainable_lines"]
 
 ALPHA = 0.05
-HARNESS_ROUNDS = 10  # rounds of the step-time harness assumed when planning
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -51,7 +50,7 @@ def smallest_p_wilcoxon(n: int) -> float:
     return 0.5 ** n
 
 
-def planned_floor(claim: Claim, seeds: int, rounds: int = HARNESS_ROUNDS) -> float:
+def planned_floor(claim: Claim, seeds: int, rounds: int) -> float:
     """The smallest one-sided p ``claim`` can get with ``seeds`` seeds per label and ``rounds`` harness rounds."""
     if claim.harness:
         return smallest_p_wilcoxon(rounds) if not claim.against_constant else smallest_p_sign(rounds)
@@ -60,16 +59,19 @@ def planned_floor(claim: Claim, seeds: int, rounds: int = HARNESS_ROUNDS) -> flo
     return smallest_p_independent(seeds, seeds)
 
 
-def attainable(experiment: "Experiment", rounds: int = HARNESS_ROUNDS) -> list[tuple[str, float]]:
-    """(claim text, the smallest Holm-adjusted p its planned seeds / rounds can reach), per claim of the file."""
+def attainable(experiment: "Experiment", rounds: int | None = None) -> list[tuple[str, float]]:
+    """(claim text, the smallest Holm-adjusted p its planned seeds / rounds can reach), per claim of the file;
+    ``rounds`` defaults to the file's ``[report] harness_rounds``."""
+    rounds = experiment.report["harness_rounds"] if rounds is None else rounds
     claims = parse_claims(experiment.claims)
     floors = [planned_floor(c, len(experiment.seeds), rounds) for c in claims]
     return [(c.text, p) for c, p in zip(claims, holm(floors))]
 
 
-def attainable_lines(experiment: "Experiment", rounds: int = HARNESS_ROUNDS) -> list[str]:
+def attainable_lines(experiment: "Experiment", rounds: int | None = None) -> list[str]:
     """The dry run's lines: per claim its smallest attainable Holm-adjusted p, a WARNING where it is above
     0.05 (no outcome could decide the claim)."""
+    rounds = experiment.report["harness_rounds"] if rounds is None else rounds
     reachable = attainable(experiment, rounds)
     if not reachable:
         return []
