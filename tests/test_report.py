@@ -8,6 +8,7 @@ import math
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tomllib
 
@@ -94,6 +95,28 @@ def test_exact_values_sign_test_wilcoxon():
     # tied magnitudes: every one of the 2^4 sign flips of (1, 2, -2, 3): T+ >= 7.5 in 4 of 16
     assert stats.wilcoxon_greater([1, 2, -2, 3]) == pytest.approx(4 / 16)
     assert stats.wilcoxon_greater([0.0, 0.0]) == 1.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_counted_nulls_equal_the_enumerated_ones_with_ties(seed):
+    """Past ENUMERATE_AT_MOST the exact nulls are counted, not enumerated: on small tied data both agree."""
+    rng = np.random.default_rng(seed)
+    d = np.round(rng.normal(0.3, 1.0, 12), 1)
+    d = d[d != 0]
+    enumerated = sps.permutation_test((d,), stats._positive_rank_sum, permutation_type="samples",
+                                      alternative="greater", n_resamples=np.inf, vectorized=True).pvalue
+    assert stats.signed_rank_null_greater(d) == pytest.approx(enumerated, rel=1e-12)
+    x, y = np.round(rng.normal(0.5, 1.0, 7), 1), np.round(rng.normal(0.0, 1.0, 6), 1)
+    assert stats.rank_sum_null_greater(x, y) == pytest.approx(enumerated_mann_whitney(list(x), list(y)), rel=1e-12)
+
+
+def test_a_hundred_tied_rounds_and_forty_tied_seeds_are_exact_and_quick():
+    d = [0.5] * 40 + [0.25] * 30 + [-0.25] * 30  # 100 harness rounds with ties: 2^100 flips, never enumerated
+    assert 2 ** 100 > stats.ENUMERATE_AT_MOST
+    assert stats.wilcoxon_greater(d) < 1e-6 and stats.wilcoxon_greater([-v for v in d]) > 1 - 1e-6
+    same = [0.3] * 20 + [0.5] * 20
+    assert 0.5 < stats.mann_whitney_greater(same, same) < 0.7  # the observed sum is the median, with mass at it
+    assert stats.mann_whitney_greater([v + 1 for v in same], same) < 1e-9
 
 
 def test_smallest_p_and_the_seeds_that_reach_it():

@@ -3,12 +3,15 @@
 * Independent samples (one value per seed): the one-sided exact Mann-Whitney U test. Without ties
   ``scipy.stats.mannwhitneyu(..., method="exact")``; with ties its exact distribution (of untied ranks) is not
   the right one, so the same U (mid-ranks) goes through ``scipy.stats.permutation_test`` with every one of
-  the C(n + m, n) splits enumerated. A target never reached is ``inf`` and ranks last, like any value.
+  the C(n + m, n) splits enumerated; past :data:`ENUMERATE_AT_MOST` splits the same exact null distribution
+  is counted instead (subsets by size and doubled mid-rank sum). A target never reached is ``inf`` and ranks
+  last, like any value.
 * One sample against a constant: the exact sign test, ``scipy.stats.binomtest`` (ties with the constant
   count as "not above", as the hand-written test did).
 * Paired samples (harness rounds): the exact Wilcoxon signed-rank test of the differences,
   ``scipy.stats.wilcoxon(..., method="exact")``; with zero differences dropped, and with tied magnitudes
-  through ``permutation_test`` (every one of the 2^n sign flips).
+  through ``permutation_test`` (every one of the 2^n sign flips), or past :data:`ENUMERATE_AT_MOST` flips
+  (100 harness rounds: 2^100) the same exact null counted one doubled mid-rank at a time.
 * A normal-approximation count of the seeds (or rounds) a difference would need, never fewer than the smallest
   p each design can give allows (that floor and Holm's correction are :mod:`tokenmix.training.power`'s, shared
   with ``tokenmix compare --dry-run``).
@@ -23,9 +26,11 @@ import numpy as np
 
 from ..training.power import ALPHA, smallest_p_independent
 
-__all__ = ["mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "fewest_for_floor", "normal_count"]
+__all__ = ["mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "rank_sum_null_greater",
+           "signed_rank_null_greater", "fewest_for_floor", "normal_count", "ENUMERATE_AT_MOST"]
 
 POWER = 0.8  # of the normal-approximation seed counts
+ENUMERATE_AT_MOST = 200_000  # splits / sign flips permutation_test enumerates; beyond, the null is counted
 
 
 def _scipy():
@@ -62,9 +67,23 @@ def mann_whitney_greater(a: list[float], b: list[float]) -> float:
         if len(x) == 1:
             return float(np.mean(ranks >= ranks[0] - 1e-9))
         return float(np.mean(ranks <= ranks[-1] + 1e-9))
+    if math.comb(len(x) + len(y), len(x)) > ENUMERATE_AT_MOST:
+        return rank_sum_null_greater(x, y)
     result = sps.permutation_test((x, y), _rank_sum, permutation_type="independent", alternative="greater",
                                   n_resamples=np.inf, vectorized=True)
     return float(result.pvalue)
+
+
+def rank_sum_null_greater(x: np.ndarray, y: np.ndarray) -> float:
+    """P(rank sum of ``x`` >= observed) over every split of the pooled values into len(x) and len(y), ties at
+    mid-ranks: the exact null counted by subset size and doubled rank sum (integers) rather than enumerated."""
+    doubled = np.rint(2 * _scipy().rankdata(np.concatenate([x, y]))).astype(int)
+    n = len(x)
+    ways = np.zeros((n + 1, int(doubled.sum()) + 1))
+    ways[0, 0] = 1.0
+    for rank in doubled:  # ways[k, s]: subsets of the values so far with k members and doubled rank sum s
+        ways[1:, rank:] += ways[:-1, :-rank].copy()
+    return float(ways[n, int(doubled[:n].sum()):].sum() / math.comb(len(doubled), n))
 
 
 def sign_test_greater(above: int, n: int) -> float:
@@ -89,9 +108,24 @@ def wilcoxon_greater(differences: list[float]) -> float:
         return 1.0  # every pair equal: no evidence either way
     if not _has_ties(np.abs(d)):
         return float(sps.wilcoxon(d, alternative="greater", method="exact").pvalue)
+    if 2 ** len(d) > ENUMERATE_AT_MOST:
+        return signed_rank_null_greater(d)
     result = sps.permutation_test((d,), _positive_rank_sum, permutation_type="samples", alternative="greater",
                                   n_resamples=np.inf, vectorized=True)
     return float(result.pvalue)
+
+
+def signed_rank_null_greater(d: np.ndarray) -> float:
+    """P(T+ >= observed) under independent random signs, T+ the sum of the mid-ranks of |d| where d > 0 (no zero
+    in ``d``): the exact null counted one doubled rank (an integer) at a time rather than over all 2^n flips."""
+    doubled = np.rint(2 * _scipy().rankdata(np.abs(d))).astype(int)
+    null = np.zeros(int(doubled.sum()) + 1)
+    null[0] = 1.0
+    for rank in doubled:  # each rank joins T+ with probability 1/2
+        shifted = np.zeros_like(null)
+        shifted[rank:] = null[:-rank]
+        null = 0.5 * (null + shifted)
+    return float(null[int(doubled[d > 0].sum()):].sum())
 
 
 def fewest_for_floor(design: str, factor: int, alpha: float = ALPHA) -> int:
