@@ -195,7 +195,9 @@ def test_training_presets_are_the_papers_settings():
         ("adamw", 1e-3, (0.9, 0.999), "constant", 64, None)
     p0 = TrainConfig.preset("paper-000", max_steps=5)
     assert (p0.optimizer, p0.weight_decay, p0.batch_size, p0.target, p0.target_k, p0.patience) == \
-        ("adam", 0.0, 256, 0.8, 10, 5)
+        ("adam", 0.0, 256, 0.8, 10, None)
+    with pytest.raises(ValueError, match=r"patience \(5\) < TrainConfig.target_k \(10\)"):
+        TrainConfig.preset("paper-000", max_steps=5, patience=5)  # could stop before its own target
     quick = TrainConfig.preset("quick")
     assert (quick.optimizer, quick.schedule, quick.lr, quick.grad_clip, quick.batch_size) == \
         ("adamw", "cosine", 3e-3, 1.0, 32)

@@ -98,6 +98,10 @@ class TrainConfig:
             v = getattr(self, name)
             if not _is_int(v) or v < 1:
                 self._bad(name, "a positive int")
+        if self.target is not None and self.patience is not None and self.patience < self.target_k:
+            raise ValueError(f"TrainConfig.patience ({self.patience}) < TrainConfig.target_k ({self.target_k}): early "
+                             f"stopping could end a run before the target's streak of {self.target_k} evaluations "
+                             f"completes; set patience >= target_k, or None")
         if not _is_int(self.warmup_steps) or self.warmup_steps < 0:
             self._bad("warmup_steps", "an int >= 0")
         if not _is_int(self.seed) or self.seed < 0:
