@@ -230,7 +230,8 @@ def cost_note(study: Study, found: ExperimentData) -> str:
 
 def stale_note(study: Study, found: ExperimentData) -> str:
     """A warning when the results CSV was made by another version of the experiment file (its task, seeds,
-    labels or step budget differ from the file's now); empty when they agree."""
+    labels or step budget differ from the file's now), or a note when its sweep has not finished (some of the
+    file's runs are not in yet); empty when they agree."""
     from tokenmix.tasks import task_info
 
     experiment, rows = study.experiment, [r.row for r in found.runs]
@@ -239,20 +240,26 @@ def stale_note(study: Study, found: ExperimentData) -> str:
     if tasks and tasks != [experiment.task["name"]]:
         differences.append(f"task {', '.join(tasks)} (the file: {experiment.task['name']})")
     seeds = sorted({r.seed for r in found.runs})
-    if seeds != sorted(experiment.seeds):
+    if not set(seeds) <= set(experiment.seeds):
         differences.append(f"seeds {', '.join(map(str, seeds))} (the file: {', '.join(map(str, experiment.seeds))})")
     labels = [e.label for e in experiment.entries_with_baseline(task_info(experiment.task["name"]).kind)]
-    if set(found.labels()) != set(labels):
+    if not set(found.labels()) <= set(labels):
         differences.append(f"labels {', '.join(found.labels())} (the file: {', '.join(labels)})")
     planned = experiment.train.get("max_steps")
     steps = sorted({int(r["steps"]) for r in rows if r.get("steps")})
     if planned is not None and steps and max(steps) != planned:
         differences.append(f"{max(steps):,} steps (the file: {planned:,})")
-    if not differences:
+    if differences:
+        return (f"**These results come from an earlier version of `{study.file}`**: they have "
+                f"{'; '.join(differences)}. The tables and verdicts below are those of the results; rerun the "
+                f"experiment to judge the file as it is now.")
+    missing = [f"{label} ({len(experiment.seeds) - len(found.runs_of(label))} of {len(experiment.seeds)} seeds)"
+               for label in labels if len(found.runs_of(label)) < len(experiment.seeds)]
+    if not missing:
         return ""
-    return (f"**These results come from an earlier version of `{study.file}`**: they have "
-            f"{'; '.join(differences)}. The tables and verdicts below are those of the results; rerun the "
-            f"experiment to judge the file as it is now.")
+    return (f"**Sweep not finished**: {len(found.runs)} of {len(labels) * len(experiment.seeds)} runs are in; still "
+            f"to come: {', '.join(missing)}. The tables and verdicts below are those of the runs so far; "
+            f"`tokenmix compare --config {study.file} --results docs/reproduction` resumes it.")
 
 
 TIMES_NOTE = ("Times: the time claims read the step-time harness (`tokenmix steptime`), never training wall time: "
