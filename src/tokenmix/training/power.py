@@ -3,8 +3,8 @@
 Per claim (:mod:`tokenmix.training.claims`) the design's smallest one-sided p (1 / C(2n, n) for n seeds per
 label, 2^-n for n seeds against a constant, 2^-r for the step-time harness's r rounds, paired or against a
 constant; r = the file's ``[report] harness_rounds``), then Holm's correction over the file's claims with every
-claim at its smallest p: the smallest adjusted p each claim can reach. Above 0.05 no outcome of the runs can decide that claim.
-``tokenmix compare --dry-run`` prints these (and a WARNING line for each above 0.05), and the verdicts of
+claim at its smallest p: the smallest adjusted p each claim can reach. Above 0.05 no outcome of the runs can
+decide that claim. ``tokenmix compare --dry-run`` prints these (and a WARNING line for each above 0.05), and the verdicts of
 ``tokenmix report`` (:mod:`tokenmix.report.verdict`) use the same floors and Holm's correction.
 """
 
