@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
-from ..registry import create_mixer, mixer_info
+from ..registry import MixerInfo, create_mixer, mixer_info
 
 __all__ = ["MixerAttention", "replace_attention", "PROJECTIONS_COPIED"]
 
@@ -133,9 +133,8 @@ class MixerAttention(nn.Module):
         causal = is_causal if attn_mask is None else self._is_causal_mask(attn_mask, n)
         name = self.mixer_name
         if causal and not self.mixer.causal:
-            can = mixer_info(name).causal
             self._fail(f"called causally (a causal attn_mask or is_causal=True), but {name!r} was created "
-                       + ("non-causal: pass causal=True to replace_attention" if can
+                       + ("non-causal: pass causal=True to replace_attention" if self.mixer.info.causal
                           else f"non-causal, and {name!r} cannot run causally"))
         if self.mixer.causal and not causal:
             self._fail(f"{name!r} was created causal (causal=True), but is called without a causal attn_mask or "
@@ -195,7 +194,7 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
     if isinstance(model, nn.MultiheadAttention):
         raise ValueError("replace_attention: pass the model that holds the nn.MultiheadAttention, not the module "
                          "itself (it is replaced in its parent)")
-    _check_mechanism(name)
+    info = _checked_mechanism(name)
     adapters: dict[int, MixerAttention] = {}
     for parent_path, parent in list(model.named_modules()):
         for child_name, child in list(parent.named_children()):
@@ -206,14 +205,15 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
                 continue
             if id(child) not in adapters:  # a module shared by two parents gets one adapter
                 is_causal = causal(path) if callable(causal) else causal
-                adapters[id(child)] = _adapter(child, path, name, is_causal, max_len, copy_weights, ignore_dropout,
+                adapters[id(child)] = _adapter(child, path, info, is_causal, max_len, copy_weights, ignore_dropout,
                                                options)
             setattr(parent, child_name, adapters[id(child)])
     _decline_nested_tensors(model)
     return len(adapters)
 
 
-def _check_mechanism(name: str) -> None:
+def _checked_mechanism(name: str) -> MixerInfo:
+    """The registry entry of ``name``, refused when it cannot sit in an nn.MultiheadAttention slot."""
     info = mixer_info(name)
     if info.spatial:
         raise ValueError(f"replace_attention: {name!r} is a vision mixer: it needs the 2-D grid of its tokens (hw), "
@@ -222,13 +222,14 @@ def _check_mechanism(name: str) -> None:
         raise ValueError(f"replace_attention: {name!r}'s formula ends with its own residual connection and "
                          f"LayerNorm, and the layer around an nn.MultiheadAttention adds another; use it in a tokenmix "
                          f"model instead")
+    return info
 
 
 def _is_cross_attention(parent: nn.Module, child_name: str) -> bool:
     return any(isinstance(parent, kind) and child_name == attribute for kind, attribute in _CROSS_ATTENTION)
 
 
-def _adapter(mha: nn.MultiheadAttention, path: str, name: str, causal: bool, max_len: int | None,
+def _adapter(mha: nn.MultiheadAttention, path: str, info: MixerInfo, causal: bool, max_len: int | None,
              copy_weights: bool, ignore_dropout: bool, options: dict[str, Any]) -> MixerAttention:
     def fail(message: str) -> None:
         raise ValueError(f"replace_attention: {path}: {message}")
@@ -237,7 +238,7 @@ def _adapter(mha: nn.MultiheadAttention, path: str, name: str, causal: bool, max
         fail("its kdim/vdim differ from embed_dim, so it is cross-attention; leave it out with filter=...")
     if mha.bias_k is not None or mha.add_zero_attn:
         fail("add_bias_kv / add_zero_attn add keys that a mechanism has no place for")
-    info = mixer_info(name)
+    name = info.name
     kwargs = dict(options)
     if copy_weights and "bias" in info.options and "bias" not in kwargs:
         kwargs["bias"] = mha.in_proj_bias is not None
