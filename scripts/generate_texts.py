@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 PROMPT = "Once upon a time there was a little princess who"
@@ -28,13 +29,12 @@ def generate(run_dir: Path) -> list[str]:
 
     from tokenmix.training.experiment import build_model, load_experiment, make_task
 
-    experiment = load_experiment(run_dir / "config.toml")
+    # seed 0 of every label, whichever seeds the folder's last sweep was started with (--seeds 2,3 rewrites them)
+    experiment = replace(load_experiment(run_dir / "config.toml"), seeds=[0])
     task = make_task(experiment)
     prompt = task.tokenizer.encode(PROMPT).ids
     lines = []
     for run in experiment.runs(task.info.kind):
-        if run.seed != 0:
-            continue
         weights = run_dir / "runs" / run.label / "seed0" / "best.safetensors"
         if not weights.exists():
             print(f"generate_texts: no {weights}; {run.label} skipped", file=sys.stderr)
@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", help="the text file to write, e.g. docs/reproduction/004-generations.txt")
     args = parser.parse_args(argv)
     lines = generate(Path(args.run_dir))
+    if not lines:
+        print(f"generate_texts: no label in {args.run_dir} has seed-0 weights; nothing written", file=sys.stderr)
+        return 1
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(f"{line}\n" for line in lines))

@@ -297,6 +297,24 @@ def test_004_training_cost_three_seeds_generations(tmp_path):
     assert "```text\nSHE: Once upon a time there was a little princess who sang\n```" in part
 
 
+def test_generate_texts_reads_seed_zero_whatever_seeds_the_folder_was_last_run_with(tmp_path, monkeypatch, capsys):
+    """A folder last swept with --seeds 2,3 has seeds = [2, 3] in its config.toml; the texts still come from
+    each label's seed-0 weights, and a folder with none of them is an error, not an empty file."""
+    import tokenmix.training.experiment as experiment_module
+
+    experiment = load_experiment(EXPERIMENTS / "004-extractors-lm.toml", ["seeds=[2,3]"])
+    (tmp_path / "config.toml").write_text(to_toml(experiment.to_dict()))
+    tokenizer = type("Tokenizer", (), {"encode": lambda self, text: type("Encoding", (), {"ids": [1, 2]})()})()
+    task = type("Task", (), {"tokenizer": tokenizer, "info": type("Info", (), {"kind": "language_model"})()})()
+    monkeypatch.setattr(experiment_module, "make_task", lambda experiment: task)
+    script = _script("generate_texts")
+    assert script.main([str(tmp_path), str(tmp_path / "texts.txt")]) == 1
+    err = capsys.readouterr().err
+    for label in ("softmax-1h", "softmax-32h", "SHE", "HE", "WE", "ME"):
+        assert f"{tmp_path / 'runs' / label / 'seed0' / 'best.safetensors'}; {label} skipped" in err
+    assert "nothing written" in err and not (tmp_path / "texts.txt").exists()
+
+
 def test_missing_label_is_not_measured(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
