@@ -122,8 +122,9 @@ def test_a_resumed_ddp_rank_other_than_0_does_not_count_rank_0s_running_loss_aga
         model = make_model(task)
         plan = replace(plan_run(task, config), rank=rank, world=2)
         optimizer = make_optimizer(model, config)
-        loop = _start(config, plan, Checkpointer(str(tmp_path), writes=False), model, optimizer,
-                      make_scheduler(optimizer, config, plan.total_steps))
+        with pytest.warns(UserWarning, match="written with world size 1, resumed with 2"):
+            loop = _start(config, plan, Checkpointer(str(tmp_path), writes=False), model, optimizer,
+                          make_scheduler(optimizer, config, plan.total_steps))
         resumed[rank] = (loop.step, loop.loss_count, loop.loss_sum)
     assert resumed[0][:2] == (5, 2) and resumed[0][2] > 0
     assert resumed[1] == (5, 0, 0.0)
