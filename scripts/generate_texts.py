@@ -27,7 +27,9 @@ def generate(run_dir: Path) -> list[str]:
     import torch
     from safetensors.torch import load_model
 
+    from tokenmix.training.checkpoint import BEST_FILE
     from tokenmix.training.experiment import build_model, load_experiment, make_task
+    from tokenmix.training.sweep import run_dir as run_folder
 
     # seed 0 of every label, whichever seeds the folder's last sweep was started with (--seeds 2,3 rewrites them)
     experiment = replace(load_experiment(run_dir / "config.toml"), seeds=[0])
@@ -35,7 +37,7 @@ def generate(run_dir: Path) -> list[str]:
     prompt = task.tokenizer.encode(PROMPT).ids
     lines = []
     for run in experiment.runs(task.info.kind):
-        weights = run_dir / "runs" / run.label / "seed0" / "best.safetensors"
+        weights = run_folder(run_dir, run) / BEST_FILE
         if not weights.exists():
             print(f"generate_texts: no {weights}; {run.label} skipped", file=sys.stderr)
             continue

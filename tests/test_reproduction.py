@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -304,8 +305,8 @@ def test_generate_texts_reads_seed_zero_whatever_seeds_the_folder_was_last_run_w
 
     experiment = load_experiment(EXPERIMENTS / "004-extractors-lm.toml", ["seeds=[2,3]"])
     (tmp_path / "config.toml").write_text(to_toml(experiment.to_dict()))
-    tokenizer = type("Tokenizer", (), {"encode": lambda self, text: type("Encoding", (), {"ids": [1, 2]})()})()
-    task = type("Task", (), {"tokenizer": tokenizer, "info": type("Info", (), {"kind": "language_model"})()})()
+    tokenizer = SimpleNamespace(encode=lambda text: SimpleNamespace(ids=[1, 2]))
+    task = SimpleNamespace(tokenizer=tokenizer, info=SimpleNamespace(kind="language_model"))
     monkeypatch.setattr(experiment_module, "make_task", lambda experiment: task)
     script = _script("generate_texts")
     assert script.main([str(tmp_path), str(tmp_path / "texts.txt")]) == 1
