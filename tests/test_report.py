@@ -78,8 +78,8 @@ def test_mann_whitney_equals_scipy_and_the_enumeration_on_the_committed_csvs():
         if math.comb(len(a) + len(b), len(a)) <= 20_000:  # small enough to enumerate here, split by split
             assert p == pytest.approx(enumerated_mann_whitney(a, b), abs=1e-12), name
         else:  # e.g. 40 seeds a side: scipy's own permutation test, sampled
-            sampled = sps.permutation_test((np.asarray(a), np.asarray(b)), stats._rank_sum, vectorized=True,
-                                           permutation_type="independent", alternative="greater",
+            sampled = sps.permutation_test((np.asarray(a), np.asarray(b)), stats.rank_sum_statistic,
+                                           permutation_type="independent", alternative="greater", vectorized=True,
                                            n_resamples=20_000, random_state=0).pvalue
             assert p == pytest.approx(sampled, abs=0.02), name
         if len(set(a + b)) == len(a + b):
@@ -110,7 +110,7 @@ def test_counted_nulls_equal_the_enumerated_ones_with_ties(seed):
     rng = np.random.default_rng(seed)
     d = np.round(rng.normal(0.3, 1.0, 12), 1)
     d = d[d != 0]
-    enumerated = sps.permutation_test((d,), stats._positive_rank_sum, permutation_type="samples",
+    enumerated = sps.permutation_test((d,), stats.positive_rank_sum_statistic, permutation_type="samples",
                                       alternative="greater", n_resamples=np.inf, vectorized=True).pvalue
     assert stats.signed_rank_null_greater(d) == pytest.approx(enumerated, rel=1e-12)
     x, y = np.round(rng.normal(0.5, 1.0, 7), 1), np.round(rng.normal(0.0, 1.0, 6), 1)

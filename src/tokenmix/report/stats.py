@@ -46,8 +46,9 @@ def _has_ties(values: np.ndarray) -> bool:
     return len(np.unique(values)) < len(values)
 
 
-def _rank_sum(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    """The rank sum of ``x`` in the pooled sample (mid-ranks for ties): U plus a constant."""
+def rank_sum_statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The rank sum of ``x`` in the pooled sample (mid-ranks for ties): U plus a constant, along ``axis``
+    (vectorised for permutation_test)."""
     pooled = np.concatenate([x, y], axis=axis)
     ranks = _scipy().rankdata(pooled, axis=axis)
     return np.take(ranks, np.arange(x.shape[axis]), axis=axis).sum(axis=axis)
@@ -69,8 +70,8 @@ def mann_whitney_greater(a: list[float], b: list[float]) -> float:
         return float(np.mean(ranks <= ranks[-1] + 1e-9))
     if math.comb(len(x) + len(y), len(x)) > ENUMERATE_AT_MOST:
         return rank_sum_null_greater(x, y)
-    result = sps.permutation_test((x, y), _rank_sum, permutation_type="independent", alternative="greater",
-                                  n_resamples=np.inf, vectorized=True)
+    result = sps.permutation_test((x, y), rank_sum_statistic, permutation_type="independent",
+                                  alternative="greater", n_resamples=np.inf, vectorized=True)
     return float(result.pvalue)
 
 
@@ -93,7 +94,8 @@ def sign_test_greater(above: int, n: int) -> float:
     return float(_scipy().binomtest(above, n, 0.5, alternative="greater").pvalue)
 
 
-def _positive_rank_sum(d: np.ndarray, axis: int = -1) -> np.ndarray:
+def positive_rank_sum_statistic(d: np.ndarray, axis: int = -1) -> np.ndarray:
+    """T+: the sum of the mid-ranks of |d| where d > 0, along ``axis`` (vectorised for permutation_test)."""
     ranks = _scipy().rankdata(np.abs(d), axis=axis)
     return np.where(d > 0, ranks, 0.0).sum(axis=axis)
 
@@ -110,8 +112,8 @@ def wilcoxon_greater(differences: list[float]) -> float:
         return float(sps.wilcoxon(d, alternative="greater", method="exact").pvalue)
     if 2 ** len(d) > ENUMERATE_AT_MOST:
         return signed_rank_null_greater(d)
-    result = sps.permutation_test((d,), _positive_rank_sum, permutation_type="samples", alternative="greater",
-                                  n_resamples=np.inf, vectorized=True)
+    result = sps.permutation_test((d,), positive_rank_sum_statistic, permutation_type="samples",
+                                  alternative="greater", n_resamples=np.inf, vectorized=True)
     return float(result.pvalue)
 
 
