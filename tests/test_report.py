@@ -117,6 +117,17 @@ def test_counted_nulls_equal_the_enumerated_ones_with_ties(seed):
     assert stats.rank_sum_null_greater(x, y) == pytest.approx(enumerated_mann_whitney(list(x), list(y)), rel=1e-12)
 
 
+def test_tiny_exact_p_values_stay_positive_and_exact():
+    """100 untied harness rounds, every one for: scipy's exact Wilcoxon returns 1 - cdf there, which cancels
+    to -2.2e-16; the counted null gives the true p, 2^-100 (likewise 1 / C(80, 40) for 40 seeds a side)."""
+    rounds = list(np.linspace(0.5, 1.5, 100))
+    assert stats.wilcoxon_greater(rounds) == pytest.approx(2.0 ** -100, rel=1e-9, abs=0)
+    assert stats.wilcoxon_greater([-v for v in rounds]) == pytest.approx(1.0)
+    high, low = list(np.linspace(5, 6, 40)), list(np.linspace(0, 1, 40))
+    assert stats.mann_whitney_greater(high, low) == pytest.approx(1 / math.comb(80, 40), rel=1e-9, abs=0)
+    assert stats.mann_whitney_greater(low, high) == pytest.approx(1.0)
+
+
 def test_a_hundred_tied_rounds_and_forty_tied_seeds_are_exact_and_quick():
     d = [0.5] * 40 + [0.25] * 30 + [-0.25] * 30  # 100 harness rounds with ties: 2^100 flips, never enumerated
     assert 2 ** 100 > stats.ENUMERATE_AT_MOST

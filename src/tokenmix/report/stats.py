@@ -3,15 +3,16 @@
 * Independent samples (one value per seed): the one-sided exact Mann-Whitney U test. Without ties
   ``scipy.stats.mannwhitneyu(..., method="exact")``; with ties its exact distribution (of untied ranks) is not
   the right one, so the same U (mid-ranks) goes through ``scipy.stats.permutation_test`` with every one of
-  the C(n + m, n) splits enumerated; past :data:`ENUMERATE_AT_MOST` splits the same exact null distribution
-  is counted instead (subsets by size and doubled mid-rank sum). A target never reached is ``inf`` and ranks
-  last, like any value.
+  the C(n + m, n) splits enumerated. Past :data:`ENUMERATE_AT_MOST` splits, ties or not, the same exact null
+  distribution is counted instead (subsets by size and doubled mid-rank sum), summing the upper tail itself:
+  scipy's exact p there is 1 - cdf, which cancels to 0 or -2e-16 for 100 untied rounds. A target never
+  reached is ``inf`` and ranks last, like any value.
 * One sample against a constant: the exact sign test, ``scipy.stats.binomtest`` (ties with the constant
   count as "not above", as the hand-written test did).
 * Paired samples (harness rounds): the exact Wilcoxon signed-rank test of the differences,
   ``scipy.stats.wilcoxon(..., method="exact")``; with zero differences dropped, and with tied magnitudes
-  through ``permutation_test`` (every one of the 2^n sign flips), or past :data:`ENUMERATE_AT_MOST` flips
-  (100 harness rounds: 2^100) the same exact null counted one doubled mid-rank at a time.
+  through ``permutation_test`` (every one of the 2^n sign flips); past :data:`ENUMERATE_AT_MOST` flips
+  (100 harness rounds: 2^100), ties or not, the same exact null counted one doubled mid-rank at a time.
 * A normal-approximation count of the seeds (or rounds) a difference would need, never fewer than the smallest
   p each design can give allows (that floor and Holm's correction are :mod:`tokenmix.training.power`'s, shared
   with ``tokenmix compare --dry-run``).
@@ -27,7 +28,8 @@ import numpy as np
 from ..training.power import ALPHA, smallest_p_independent
 
 __all__ = ["mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "rank_sum_null_greater",
-           "signed_rank_null_greater", "fewest_for_floor", "normal_count", "ENUMERATE_AT_MOST"]
+           "signed_rank_null_greater", "rank_sum_statistic", "positive_rank_sum_statistic", "fewest_for_floor",
+           "normal_count", "ENUMERATE_AT_MOST"]
 
 POWER = 0.8  # of the normal-approximation seed counts
 ENUMERATE_AT_MOST = 200_000  # splits / sign flips permutation_test enumerates; beyond, the null is counted
@@ -61,6 +63,8 @@ def mann_whitney_greater(a: list[float], b: list[float]) -> float:
         raise ValueError("mann_whitney_greater needs at least one value on each side")
     sps = _scipy()
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if math.comb(len(x) + len(y), len(x)) > ENUMERATE_AT_MOST:
+        return rank_sum_null_greater(x, y)
     if not _has_ties(np.concatenate([x, y])):
         return float(sps.mannwhitneyu(x, y, alternative="greater", method="exact").pvalue)
     if min(len(x), len(y)) == 1:  # permutation_test wants two values a side; the n + m splits directly
@@ -68,8 +72,6 @@ def mann_whitney_greater(a: list[float], b: list[float]) -> float:
         if len(x) == 1:
             return float(np.mean(ranks >= ranks[0] - 1e-9))
         return float(np.mean(ranks <= ranks[-1] + 1e-9))
-    if math.comb(len(x) + len(y), len(x)) > ENUMERATE_AT_MOST:
-        return rank_sum_null_greater(x, y)
     result = sps.permutation_test((x, y), rank_sum_statistic, permutation_type="independent",
                                   alternative="greater", n_resamples=np.inf, vectorized=True)
     return float(result.pvalue)
@@ -108,10 +110,10 @@ def wilcoxon_greater(differences: list[float]) -> float:
     d = np.asarray([v for v in differences if v != 0], dtype=float)
     if len(d) == 0:
         return 1.0  # every pair equal: no evidence either way
-    if not _has_ties(np.abs(d)):
-        return float(sps.wilcoxon(d, alternative="greater", method="exact").pvalue)
     if 2 ** len(d) > ENUMERATE_AT_MOST:
         return signed_rank_null_greater(d)
+    if not _has_ties(np.abs(d)):
+        return float(sps.wilcoxon(d, alternative="greater", method="exact").pvalue)
     result = sps.permutation_test((d,), positive_rank_sum_statistic, permutation_type="samples",
                                   alternative="greater", n_resamples=np.inf, vectorized=True)
     return float(result.pvalue)
