@@ -119,7 +119,8 @@ def test_counted_nulls_equal_the_enumerated_ones_with_ties(seed):
 
 def test_tiny_exact_p_values_stay_positive_and_exact():
     """100 untied harness rounds, every one for: scipy's exact Wilcoxon returns 1 - cdf there, which cancels
-    to -2.2e-16; the counted null gives the true p, 2^-100 (likewise 1 / C(80, 40) for 40 seeds a side)."""
+    to -2.2e-16; the counted null gives the true p, 2^-100. 40 seeds a side take the counted route too: the
+    true p of complete separation, 1 / C(80, 40)."""
     rounds = list(np.linspace(0.5, 1.5, 100))
     assert stats.wilcoxon_greater(rounds) == pytest.approx(2.0 ** -100, rel=1e-9, abs=0)
     assert stats.wilcoxon_greater([-v for v in rounds]) == pytest.approx(1.0)

@@ -4,15 +4,15 @@
   ``scipy.stats.mannwhitneyu(..., method="exact")``; with ties its exact distribution (of untied ranks) is not
   the right one, so the same U (mid-ranks) goes through ``scipy.stats.permutation_test`` with every one of
   the C(n + m, n) splits enumerated. Past :data:`ENUMERATE_AT_MOST` splits, ties or not, the same exact null
-  distribution is counted instead (subsets by size and doubled mid-rank sum), summing the upper tail itself:
-  scipy's exact p there is 1 - cdf, which cancels to 0 or -2e-16 for 100 untied rounds. A target never
-  reached is ``inf`` and ranks last, like any value.
+  distribution is counted instead (subsets by size and doubled mid-rank sum; untied, it equals scipy's exact
+  p, and the two tests take the same route). A target never reached is ``inf`` and ranks last, like any value.
 * One sample against a constant: the exact sign test, ``scipy.stats.binomtest`` (ties with the constant
   count as "not above", as the hand-written test did).
 * Paired samples (harness rounds): the exact Wilcoxon signed-rank test of the differences,
   ``scipy.stats.wilcoxon(..., method="exact")``; with zero differences dropped, and with tied magnitudes
   through ``permutation_test`` (every one of the 2^n sign flips); past :data:`ENUMERATE_AT_MOST` flips
-  (100 harness rounds: 2^100), ties or not, the same exact null counted one doubled mid-rank at a time.
+  (100 harness rounds: 2^100), ties or not, the same exact null counted one doubled mid-rank at a time, its
+  upper tail summed: scipy's exact p there is 1 - cdf, which cancels to 0 or -2.2e-16 for 100 untied rounds.
 * A normal-approximation count of the seeds (or rounds) a difference would need, never fewer than the smallest
   p each design can give allows (that floor and Holm's correction are :mod:`tokenmix.training.power`'s, shared
   with ``tokenmix compare --dry-run``).
