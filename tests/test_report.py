@@ -21,7 +21,7 @@ from tokenmix.report import stats  # noqa: E402
 from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
 from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
 from tokenmix.report.tables import mean_sd, mean_sd_text, table  # noqa: E402
-from tokenmix.report.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, judge, p_greater  # noqa: E402
+from tokenmix.report.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, judge, p_greater  # noqa: E402
 from tokenmix.training import power  # noqa: E402
 from tokenmix.training.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
 from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
@@ -207,6 +207,20 @@ def test_unmeasured_claims_stay_in_the_holm_family():
     assert outcomes[1].verdict == MISSING and outcomes[1].reason == "no data"
 
 
+def test_a_claim_whose_fixed_seeds_are_not_all_in_is_pending_and_decides_nothing():
+    data = {"a": HIGH, "b": LOW}
+    pending = lambda c: "a 5 of the 7 seeds fixed before the runs are in" if c.text == "early" else ""  # noqa: E731
+    outcomes = judge([claim(text="done"), claim(text="early")], lambda c: (data["a"], data["b"], ""),
+                     unfinished=pending)
+    done, early = outcomes
+    assert early.verdict == PENDING and early.reason.startswith("a 5 of the 7 seeds")
+    assert early.p_for == pytest.approx(1 / 252) and early.adjusted is None  # interim p shown, never adjusted
+    # the pending claim counts in Holm's family with p = 1, as a claim not measured does
+    assert done.verdict == HOLDS and done.adjusted == pytest.approx(2 / 252)
+    assert judge([claim(text="early")], lambda c: (data["a"], data["b"], ""), unfinished=lambda c: "")[0].verdict \
+        == HOLDS
+
+
 def test_paired_rounds_use_the_signed_rank_test():
     a, b = rounds(*(1.0 + 0.01 * i for i in range(10))), rounds(*(1.1 + 0.01 * i for i in range(10)))
     outcome = verdicts([claim("less", measure="step_time_s")], {"a": a, "b": b})[0]
@@ -389,8 +403,11 @@ def test_an_unfinished_sweep_is_said_so_and_another_version_is_flagged(tmp_path)
     assert "**Sweep not finished**: 36 of 50 runs are in; still to come: " in text
     assert "bag-of-embeddings (5 of 5 seeds)" in text and "K1-random-recurrent (1 of 5 seeds)" in text
     assert "earlier version" not in text
+    k1_k6 = next(line for line in text.splitlines() if line.startswith("| One step with a random context is worse"))
+    assert "**pending (sweep not finished)**: K1-random-recurrent 4, K6-random-recurrent 4 of the 5 seeds" in k1_k6
     complete = _report_of(tmp_path, name, in_five, five)
     assert "Sweep not finished" not in complete and "earlier version" not in complete
+    assert "| **pending (sweep not finished)**" not in complete
     fewer = _report_of(tmp_path, name, in_five, five[:4])
     assert "**These results come from an earlier version of" in fewer
 

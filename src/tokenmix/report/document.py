@@ -19,7 +19,7 @@ from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .measures import ExperimentData, load_data
 from .sections import Study, harness_section, measured_section, run_here
 from .tables import table
-from .verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, RULES, Outcome
+from .verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, RULES, Outcome
 
 __all__ = ["load_studies", "papers_of", "render", "write_report"]
 
@@ -97,7 +97,7 @@ def study_section(study: Study, data: Path, out: Path, plots: bool,
     return lines + (extra + [""] if extra else []), outcomes
 
 
-COUNTED = (HOLDS, FAILS, EQUIVALENT, OPEN, MISSING)
+COUNTED = (HOLDS, FAILS, EQUIVALENT, OPEN, PENDING, MISSING)
 
 
 def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> list[str]:
@@ -119,7 +119,7 @@ def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> lis
               "not one the paper states in these words.", "", "Verdicts per paper (an experiment not run yet "
               "counts as not measured):", ""]
     head = ["paper", "claims", "holds", "does not hold", "does not hold (equivalent within ±r)", "inconclusive",
-            "not measured"]
+            "pending (sweep not finished)", "not measured"]
     lines += table(head, [[heading, str(sum(t.values())), *(str(t[v]) for v in COUNTED)]
                           for heading, t in counts.items()])
     return lines

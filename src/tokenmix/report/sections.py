@@ -83,9 +83,28 @@ def _samples(found: ExperimentData):
     return samples
 
 
+def _unfinished(study: Study, found: ExperimentData):
+    """Why a claim's training runs are fewer than the seeds its experiment file fixed ("" when all are in)."""
+    planned = set(study.experiment.seeds)
+
+    def unfinished(claim: Claim) -> str:
+        if claim.harness:
+            return ""
+        labels = [label for label in (claim.a, claim.b_label) if label]
+        short = {label: len(planned & {r.seed for r in found.runs_of(label)}) for label in labels}
+        short = {label: n for label, n in short.items() if n < len(planned)}
+        if not short:
+            return ""
+        counts = ", ".join(f"{label} {n}" for label, n in short.items())
+        return (f"{counts} of the {len(planned)} seeds fixed before the runs are in; judged when all are "
+                f"(the p-values shown are interim and decide nothing)")
+    return unfinished
+
+
 def judge_study(study: Study, found: ExperimentData) -> list[Outcome]:
     seeds, rounds = len(study.experiment.seeds), study.experiment.report["harness_rounds"]
-    return judge(study.claims, _samples(found), lambda claim: planned_floor(claim, seeds, rounds))
+    return judge(study.claims, _samples(found), lambda claim: planned_floor(claim, seeds, rounds),
+                 _unfinished(study, found))
 
 
 def _plateaus(found: ExperimentData, label: str) -> tuple[int, int]:

@@ -13,12 +13,13 @@ from . import stats
 from .measures import Values
 from .tables import num, percent, pvalue
 
-__all__ = ["HOLDS", "FAILS", "EQUIVALENT", "OPEN", "MISSING", "VERDICTS", "Outcome", "judge", "claim_pvalues",
-           "p_greater", "design", "smallest_p", "RULES"]
+__all__ = ["HOLDS", "FAILS", "EQUIVALENT", "OPEN", "PENDING", "MISSING", "VERDICTS", "Outcome", "judge",
+           "claim_pvalues", "p_greater", "design", "smallest_p", "RULES"]
 
 HOLDS, FAILS, OPEN, MISSING = "holds", "does not hold", "inconclusive at this scale", "not measured"
 EQUIVALENT = "does not hold (equivalent)"  # shown with its margin: "does not hold (equivalent within ±2 %)"
-VERDICTS = (HOLDS, FAILS, EQUIVALENT, OPEN, MISSING)
+PENDING = "pending (sweep not finished)"  # measured, but fewer seeds than the design fixed before the runs
+VERDICTS = (HOLDS, FAILS, EQUIVALENT, OPEN, PENDING, MISSING)
 Sample = Values | float  # one label's values, or a constant (a chance rate, a slope)
 
 
@@ -107,26 +108,33 @@ class Outcome:
 Samples = Callable[[Claim], tuple[Values | None, Sample | None, str]]
 
 
-def judge(claims: list[Claim], samples: Samples,
-          planned_floor: Callable[[Claim], float] | None = None) -> list[Outcome]:
+def judge(claims: list[Claim], samples: Samples, planned_floor: Callable[[Claim], float] | None = None,
+          unfinished: Callable[[Claim], str] | None = None) -> list[Outcome]:
     """Every claim's verdict. ``samples(claim)`` gives (a, b, why-missing). Holm runs over every claim of the
     file, a claim not measured counting with p = 1 (``planned_floor(claim)``: the smallest p its planned
-    design could give, for the attainable-p reasons of the others)."""
-    outcomes, floors = [], []
+    design could give, for the attainable-p reasons of the others). ``unfinished(claim)``: why the claim's
+    runs are fewer than its design fixed before them ("" when complete); such a claim is :data:`PENDING`,
+    its interim p-values shown but counted as not measured, so that no look at a part of a fixed-size design
+    decides anything."""
+    outcomes, floors, decisive = [], [], []
     for claim in claims:
         a, b, missing = samples(claim)
         outcome = Outcome(claim, a, b, reason=missing)
+        waiting = unfinished(claim) if unfinished and not missing else ""
         if not missing:
             outcome.p_for, outcome.p_against, outcome.p_equiv = claim_pvalues(claim, a, b)
-            floors.append(smallest_p(a, b))
-        else:
+        if missing or waiting:
             floors.append(planned_floor(claim) if planned_floor else 1.0)
+            decisive.append(1.0)
+        else:
+            floors.append(smallest_p(a, b))
+            decisive.append(min(p for p in (outcome.p_for, outcome.p_against, outcome.p_equiv) if p is not None))
+        if waiting:
+            outcome.verdict, outcome.reason = PENDING, waiting
         outcomes.append(outcome)
-    decisive = [min(p for p in (o.p_for, o.p_against, o.p_equiv) if p is not None) if o.p_for is not None
-                else 1.0 for o in outcomes]
     best = holm(floors)
     for outcome, adjusted, floor, attainable in zip(outcomes, holm(decisive), floors, best):
-        if outcome.p_for is None:
+        if outcome.p_for is None or outcome.verdict == PENDING:
             continue
         outcome.adjusted = adjusted
         _decide(outcome, len(claims), floor, attainable)
@@ -260,6 +268,10 @@ labels timed in the same round, one after the other). The tests are scipy's exac
   80 % power, by the normal approximation (n = 2 (z + z_0.8)² sd² / difference² per label; 1 × for paired or
   one-sample designs), never fewer than the count whose smallest attainable p × the number of claims is
   ≤ {ALPHA}. An estimate for planning, not a promise.
+* **Fixed designs are judged whole.** The seeds of every experiment are fixed in its file before its runs.
+  While a label of a claim has fewer finished runs than that, the claim is **{PENDING}**: its interim p-values
+  are shown but decide nothing, and it counts in Holm's family as not measured. Looking at a growing sample
+  and stopping when p first dips below {ALPHA} would make that threshold mean less than it says.
 * A claim whose labels have no data is **{MISSING}**, with the command that measures it; an experiment without
   a results CSV gets no verdicts.
 """
