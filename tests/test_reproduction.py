@@ -71,9 +71,9 @@ def write_harness(data: Path, name: str, steps: dict[str, list[float]], exponent
 
 
 def write_000(data: Path, relation_steps: list[float], chance: float = 0.17) -> None:
-    """000 with the file's 7 seeds: relation and linear reach the file's target (0.6, 10 in a row), softmax never; linear and
-    softmax clearly slower per step than ``relation_steps`` (10 rounds); mlp at chance; linear scaling for relation
-    and linear, quadratic for softmax."""
+    """000 with the file's 7 seeds: relation and linear reach the file's target (0.6, 10 in a row), softmax never;
+    linear and softmax clearly slower per step than ``relation_steps`` (10 rounds); mlp at chance; linear scaling
+    for relation and linear, quadratic for softmax."""
     name = "000-time-to-accuracy"
     rows, history = [], []
     for label in ("relation", "linear", "softmax", "mlp"):
@@ -93,7 +93,8 @@ def write_000(data: Path, relation_steps: list[float], chance: float = 0.17) -> 
 
 
 def write_004(data: Path) -> None:
-    """004 with 3 of the file's 5 seeds (a sweep not finished): SHE lowest, the others apart; training cost from three windows."""
+    """004 with 3 of the file's 5 seeds (a sweep not finished): SHE lowest, the others apart; training cost from
+    three windows."""
     name = "004-extractors-lm"
     costs = {"softmax-1h": 6.0, "softmax-32h": 5.0, "SHE": 4.0, "HE": 4.5, "WE": 5.0, "ME": 6.0}
     rows, history = [], []
