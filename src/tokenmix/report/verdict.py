@@ -11,7 +11,7 @@ from ..training.claims import Claim
 from ..training.power import ALPHA, holm, smallest_p_independent, smallest_p_sign, smallest_p_wilcoxon
 from . import stats
 from .measures import Values
-from .tables import num, percent, pvalue
+from .tables import percent, pvalue
 
 __all__ = ["HOLDS", "FAILS", "EQUIVALENT", "OPEN", "PENDING", "MISSING", "VERDICTS", "Outcome", "judge",
            "claim_pvalues", "p_greater", "design", "smallest_p", "RULES"]
@@ -194,11 +194,11 @@ def what_would_decide(o: Outcome, family: int) -> str:
     spread = _spread(o)
     unit = "rounds" if o.a.unit == "round" else "seeds"
     if spread is None:
-        return (f"some runs never reached the target, so no seed count can be estimated; a target the runs "
-                f"reach, or longer runs, would decide it")
+        return ("some runs never reached the target, so no seed count can be estimated; a target the runs "
+                "reach, or longer runs, would decide it")
     _, ref, sd, mean_a = spread
     design_kind = design(o.a, o.b)
-    per = f" per label" if design_kind == "independent" else ""
+    per = " per label" if design_kind == "independent" else ""
     scale = abs(ref) if ref else 1.0
     claim = o.claim
     diff = mean_a - claim.factor * ref if claim.kind != "approx" else mean_a - ref
