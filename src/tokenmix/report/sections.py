@@ -277,7 +277,8 @@ def stale_note(study: Study, found: ExperimentData) -> str:
     if not missing:
         return ""
     return (f"**Sweep not finished**: {len(found.runs)} of {len(labels) * len(experiment.seeds)} runs are in; still "
-            f"to come: {', '.join(missing)}. The tables and verdicts below are those of the runs so far; "
+            f"to come: {', '.join(missing)}. The tables below are those of the runs so far; a claim on these "
+            f"labels is pending until all its seeds are in (the harness's time claims are judged now); "
             f"`tokenmix compare --config {study.file} --results docs/reproduction` resumes it.")
 
 
