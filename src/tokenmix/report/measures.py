@@ -146,6 +146,10 @@ class ExperimentData:
     def runs_of(self, label: str) -> list[Run]:
         return [r for r in self.runs or [] if r.label == label]
 
+    def seeds_in(self, label: str, planned: list[int]) -> int:
+        """How many of the ``planned`` seeds have a finished run of ``label``."""
+        return len(set(planned) & {r.seed for r in self.runs_of(label)})
+
     def epoch_steps(self, label: str) -> int | None:
         """The label's optimiser steps per epoch: from its runs, else as the experiment file plans them."""
         found = next((s for s in (steps_per_epoch(r) for r in self.runs_of(label)) if s), None)

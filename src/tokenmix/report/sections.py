@@ -85,18 +85,16 @@ def _samples(found: ExperimentData):
 
 def _unfinished(study: Study, found: ExperimentData):
     """Why a claim's training runs are fewer than the seeds its experiment file fixed ("" when all are in)."""
-    planned = set(study.experiment.seeds)
+    planned = study.experiment.seeds
 
     def unfinished(claim: Claim) -> str:
         if claim.harness:
             return ""
-        labels = [label for label in (claim.a, claim.b_label) if label]
-        short = {label: len(planned & {r.seed for r in found.runs_of(label)}) for label in labels}
-        short = {label: n for label, n in short.items() if n < len(planned)}
+        counts = {label: found.seeds_in(label, planned) for label in (claim.a, claim.b_label) if label}
+        short = ", ".join(f"{label} {n}" for label, n in counts.items() if n < len(planned))
         if not short:
             return ""
-        counts = ", ".join(f"{label} {n}" for label, n in short.items())
-        return (f"{counts} of the {len(planned)} seeds fixed before the runs are in; judged when all are "
+        return (f"{short} of the {len(planned)} seeds fixed before the runs are in; judged when all are "
                 f"(the p-values shown are interim and decide nothing)")
     return unfinished
 
@@ -272,8 +270,8 @@ def stale_note(study: Study, found: ExperimentData) -> str:
         return (f"**These results come from an earlier version of `{study.file}`**: they have "
                 f"{'; '.join(differences)}. The tables and verdicts below are those of the results; rerun the "
                 f"experiment to judge the file as it is now.")
-    missing = [f"{label} ({len(experiment.seeds) - len(found.runs_of(label))} of {len(experiment.seeds)} seeds)"
-               for label in labels if len(found.runs_of(label)) < len(experiment.seeds)]
+    total, done = len(experiment.seeds), {label: found.seeds_in(label, experiment.seeds) for label in labels}
+    missing = [f"{label} ({total - n} of {total} seeds)" for label, n in done.items() if n < total]
     if not missing:
         return ""
     return (f"**Sweep not finished**: {len(found.runs)} of {len(labels) * len(experiment.seeds)} runs are in; still "
