@@ -21,8 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from tokenmix.training.results import (CHANCE_COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, history_records, read_csv,
-                                      write_csv)
+from tokenmix.training.results import (CHANCE_COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, history_records,
+                                      read_csv, write_csv)
 
 # The schemas and the writing are tokenmix.training.results's, shared with `tokenmix compare --results DIR`.
 
@@ -61,7 +61,7 @@ def config_hashes(config: Path) -> dict[tuple[str, str], str]:
     from tokenmix.tasks import task_info
 
     experiment = load_experiment(config)
-    return {(run.label, str(run.seed)): config_hash(run_config(experiment, run))
+    return {(run.label, str(run.seed)): config_hash(run_config(experiment, run, experiment.threads()))
             for run in experiment.runs(task_info(experiment.task["name"]).kind)}
 
 
@@ -76,7 +76,7 @@ def collect(run_dir: Path, out: Path, chance: bool = True) -> list[Path]:
     written = [out / f"{name}.csv", out / f"{name}-history.csv"]
     hashes = config_hashes(run_dir / "config.toml")
     rows = [{**r, HASH_COLUMN: hashes.get((r["label"], r["seed"]), "")} for r in results]
-    write_csv(written[0], columns + [c for c in [HASH_COLUMN] if c not in columns], rows)
+    write_csv(written[0], ROW_COLUMNS + [c for c in columns if c not in ROW_COLUMNS], rows)
     write_csv(written[1], HISTORY_COLUMNS, history_rows(run_dir, results))
     row = chance_row(run_dir / "config.toml") if chance else None
     if row is not None:

@@ -325,3 +325,138 @@ def test_a_named_budget_replaces_the_files_settings_and_an_unknown_one_is_refuse
     assert "budgets" not in quick.to_dict()
     with pytest.raises(ValueError, match="no budget 'long'.*budgets: quick"):
         load_experiment(path, budget="long")
+
+
+# -- the rough edges a first hour finds (issue 31) ------------------------------------------------------------
+@pytest.mark.parametrize(("text", "entries"), [
+    ("twins_lsa,twins_gsa", ["twins_lsa", "twins_gsa"]),
+    ("swin:window_size=2,shift=True", ["swin:window_size=2,shift=True"]),
+    ("swin,swin:shift=True,window_size=2", ["swin", "swin:shift=True,window_size=2"]),
+    ("softmax", ["softmax"]),
+    ("swin,shift=True", ["swin:shift=True"]),
+])
+def test_a_mixer_list_splits_at_names_not_at_options(text, entries):
+    from tokenmix.models.patterns import split_mixer_list
+
+    assert split_mixer_list(text) == entries
+
+
+@pytest.mark.parametrize(("text", "message"), [("shift=True,swin", "starts with the option 'shift=True'"),
+                                               ("softmax,,linear", "empty entry")])
+def test_a_bad_mixer_list_names_the_option(text, message):
+    from tokenmix.models.patterns import split_mixer_list
+
+    with pytest.raises(ValueError, match=f"--mixers: .*{message}"):
+        split_mixer_list(text, "--mixers")
+
+
+def test_cli_train_takes_a_pattern_with_options_threads_bf16_device_and_says_where_it_saved(tmp_path, capsys,
+                                                                                           monkeypatch):
+    import torch
+
+    import tokenmix.training.loop as loop
+
+    seen, real = {}, loop.train
+
+    def recording(task, model, config, **kwargs):
+        seen.update(config=config, threads=torch.get_num_threads(), model=model)
+        return real(task, model, config, **kwargs)
+
+    monkeypatch.setattr(loop, "train", recording)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: seen.setdefault("set_threads", n))
+    out = tmp_path / "train"
+    main(["train", "--task", "recall", "--mixer", "softmax:bias=false,inner_dim=8,linear", "--depth", "2",
+          "--dim", "16", "--max-steps", "2", "--batch-size", "16", "--eval-every", "2", "--threads", "1", "--bf16",
+          "--device", "cpu", "--out", str(out)])
+    printed = capsys.readouterr().out
+    config = seen["config"]
+    assert (config.bf16, config.device, config.tensorboard, seen["set_threads"]) == (True, "cpu", False, 1)
+    blocks = seen["model"].blocks
+    assert [type(b.mixer).__name__ for b in blocks] == ["SoftmaxAttention", "LinearAttention"]  # the pattern
+    assert blocks[0].mixer.inner_dim == 8 and blocks[0].mixer.q_proj.bias is None  # with softmax's own options
+    assert f"saved in {out}/: best.safetensors" in printed
+    for name in ("best.safetensors", "log.jsonl", "log.csv", "result.json"):
+        assert name in printed and (out / name).exists()
+    assert json.loads((out / "result.json").read_text())["steps"] == 2
+    main(["train", "--task", "recall", "--mixer", "relation", "--dim", "16", "--depth", "1", "--max-steps", "1",
+          "--batch-size", "16"])
+    assert "nothing saved: pass --out DIR" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--tensorboard needs --out"):
+        main(["train", "--task", "recall", "--mixer", "relation", "--tensorboard"])
+    with pytest.raises(SystemExit, match="--threads must be a positive int"):
+        main(["train", "--task", "recall", "--mixer", "relation", "--threads", "0"])
+
+
+def test_compare_mixers_take_inline_options(capsys):
+    main(["compare", "--task", "recall", "--mixers", "softmax:bias=false,inner_dim=8,linear", "--seeds", "0",
+          "--dim", "16", "--depth", "1", "--dry-run"])
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("softmax ", "linear ", "mlp "))}
+    assert set(rows) == {"softmax", "linear", "mlp"}
+    assert "bias=False,inner_dim=8" in rows["softmax"] and "inner_dim" not in rows["linear"]
+
+
+def test_compare_on_another_task_without_a_config_is_named_after_it_and_says_what_it_added(capsys, monkeypatch):
+    import tokenmix.training.status as status
+
+    seen = {}
+    monkeypatch.setattr(status, "sweep_status", lambda experiment, out, *a, **k: seen.update(e=experiment, out=out)
+                        or "status")
+    main(["compare", "--task", "recall", "--mixers", "relation", "--seeds", "0", "--max-steps", "2", "--status"])
+    experiment, printed = seen["e"], capsys.readouterr().out
+    assert experiment.name == "recall" and seen["out"] == "runs/recall"
+    assert experiment.description.startswith("Ad-hoc comparison built from the command-line flags --task recall "
+                                              "--mixers relation --seeds 0 --max-steps 2")
+    assert "note: the no-context baseline 'mlp' is added to the runs ([report] baseline = true" in printed
+    main(["compare", "--status"])  # the default: its own name, description and mixers (mlp among them)
+    assert seen["e"].to_dict() == load_experiment(None).to_dict() and seen["out"] == "runs/listops"
+    assert "note:" not in capsys.readouterr().out
+    main(["compare", "--config", str(DEFAULT_FILE), "--task", "recall", "--status"])  # a file keeps its name
+    assert seen["e"].name == "listops" and seen["e"].description == load_experiment(None).description
+
+
+def _leaderboard(tmp_path, experiment: Experiment, seeds: list[int]) -> str:
+    from tokenmix.training.leaderboard import write_report
+
+    rows = [{**dict.fromkeys(COLUMNS, 0), "label": label, "mixer": label, "seed": seed, "metric": "accuracy",
+             "value": 0.5 + 0.01 * seed, "time_to_target_s": "", "params": 10} for label in ("relation", "mlp")
+            for seed in seeds]
+    write_report(rows, {}, experiment, tmp_path)
+    return (tmp_path / "report.md").read_text()
+
+
+def test_the_leaderboard_of_one_seed_shows_no_sd_and_one_name_once(tmp_path):
+    one = _leaderboard(tmp_path, tiny("name='recall'", "report.plots=[]", "mixers=['relation']"), [0])
+    assert one.startswith("# recall\n") and "| 0.5000 (1 seed) |" in one and "± 0.0000" not in one
+    two = _leaderboard(tmp_path, tiny("report.plots=[]", "mixers=['relation']"), [0, 1])
+    assert two.startswith("# listops: recall\n") and "| 0.5050 ± 0.0071 |" in two
+
+
+def test_the_dry_run_estimates_the_time_from_recorded_runs(tmp_path, capsys, monkeypatch):
+    import tokenmix.training.estimate as estimate
+
+    monkeypatch.setattr(estimate, "RECORD_DIR", tmp_path / "record")  # not this checkout's docs/reproduction
+    experiment = tiny("mixers=['relation']", "report.plots=[]")
+    compare(experiment, tmp_path / "out", dry_run=True, jobs=2, results_dir=tmp_path / "docs")
+    assert "estimated time: no estimate (no recorded run with a wall time in" in capsys.readouterr().out
+    (tmp_path / "docs").mkdir()
+    rows = ["label,seed,steps,wall_s", "relation,0,6,3600", "relation,1,6,5400", "mlp,0,12,1800"]
+    (tmp_path / "docs" / "listops.csv").write_text("\n".join(rows) + "\n")
+    compare(experiment, tmp_path / "out", dry_run=True, jobs=2, results_dir=tmp_path / "docs")
+    # relation 3600 + 5400, mlp's two runs half of its 12-step row each (6 steps planned): 900 + 900; over 2 jobs
+    assert (f"estimated time: 1.5 h of training at --jobs 2 (from 3 recorded runs' training wall time in "
+            f"{tmp_path / 'docs' / 'listops.csv'}") in capsys.readouterr().out
+
+
+def test_every_help_text_ends_whole():
+    import argparse
+
+    from tokenmix.cli import build_parser
+
+    dangling = {"a", "an", "and", "as", "by", "for", "in", "is", "of", "or", "the", "to", "with", "whose", "which",
+                "that", "one", "are", "be"}
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    texts = [a.help for a in subparsers._choices_actions]
+    texts += [a.help for sub in subparsers.choices.values() for a in sub._actions if a.help]
+    for text in texts:
+        assert text.split()[-1].strip(".,;:").lower() not in dangling, f"cut off: {text!r}"

@@ -313,3 +313,23 @@ def test_bad_key_padding_masks_raise():
     with pytest.raises(ValueError, match=r"block\.attn.*query must be"):
         narrow = x[..., :3]
         attn(narrow, narrow, narrow, need_weights=False)
+
+
+def test_a_model_with_nothing_to_replace_raises_naming_what_it_has():
+    class OwnAttention(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    own = nn.ModuleDict({"block": nn.ModuleDict({"attn": OwnAttention(), "ffn": nn.Linear(DIM, DIM)})})
+    with pytest.raises(ValueError, match=r"no nn\.MultiheadAttention to replace; attention-like modules found "
+                                         r"instead: block\.attn \(OwnAttention\)"):
+        tokenmix.replace_attention(own, "linear")
+    with pytest.raises(ValueError, match=r"attention-like modules found instead: none"):
+        tokenmix.replace_attention(nn.Sequential(nn.Linear(DIM, DIM)), "linear")
+    model = _encoder()
+    assert tokenmix.replace_attention(model, "linear") == 2
+    with pytest.raises(ValueError, match=r"layers\.0\.self_attn \(MixerAttention\), layers\.1\.self_attn "
+                                         r"\(MixerAttention\) \("):  # replaced once already; not its inner mixer
+        tokenmix.replace_attention(model, "linear")
+    with pytest.raises(ValueError, match=r"nothing replaced: .*layers\.0\.self_attn \(not accepted by filter=\)"):
+        tokenmix.replace_attention(_encoder(), "linear", filter=lambda path: False)

@@ -426,3 +426,32 @@ def test_attainable_and_the_dry_run_warning(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "0.15  claim 0" in printed and "0.00391  slope" in printed
     assert printed.count("WARNING: 'claim") == 3 and "WARNING: 'slope'" not in printed
+
+
+def test_report_outside_a_checkout_names_the_missing_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no experiments/, no docs/reproduction
+    out = tmp_path / "reproduction.md"
+    with pytest.raises(SystemExit, match=r"tokenmix report: no folder 'experiments' \(--experiments\)"):
+        main(["report", "--out", str(out), "--no-plots"])
+    with pytest.raises(SystemExit, match=r"no folder 'docs/reproduction' \(--data\)"):
+        main(["report", "--out", str(out), "--experiments", str(ROOT / "experiments"), "--no-plots"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match=r"no experiment file with a \[paper\] table in .*empty.* \(--experiments\)"):
+        main(["report", "--data", str(DATA), "--out", str(out), "--experiments", str(tmp_path / "empty")])
+    assert not out.exists()
+
+
+def test_the_rerun_command_goes_to_a_new_folder_with_its_expected_time(tmp_path):
+    from tokenmix.report.document import load_studies
+    from tokenmix.report.sections import run_here
+
+    study = next(s for s in load_studies(ROOT / "experiments") if s.name == "000-time-to-accuracy")
+    rows = read_csv(DATA / "000-time-to-accuracy.csv")
+    hours = sum(float(r["wall_s"]) for r in rows) / 2 / 3600
+    command = run_here(study, DATA)[-1]
+    assert ("To reproduce, run into a new folder: `tokenmix compare --config experiments/000-time-to-accuracy.toml "
+            "--results runs/000-time-to-accuracy-rerun --jobs 2` (expected: about "
+            f"{hours:.1f} h of training, the training wall time of the {len(rows)} runs in ") in command
+    assert "measured on 2 CPU cores" in command and "--results docs/reproduction" not in command
+    (tmp_path / "000-time-to-accuracy.csv").write_text("label,seed,steps,wall_s\n")
+    assert "no expected time yet" in run_here(study, tmp_path)[-1]

@@ -241,6 +241,7 @@ NAMES = ("004-extractors-lm", "000-time-to-accuracy", "001-kerformer-listops", "
 
 def test_no_data_every_experiment_not_run_yet(tmp_path):
     out = tmp_path / "reproduction.md"
+    (tmp_path / "data").mkdir()
     assert rp.main([str(tmp_path / "data"), "--out", str(out), "--no-plots"]) == 0
     text = out.read_text()
     for name in NAMES:

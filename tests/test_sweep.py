@@ -14,7 +14,8 @@ import tokenmix.training.results as results_module
 import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
 from tokenmix.training.experiment import load_experiment
-from tokenmix.training.results import (COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, ResultsDir, config_hash, git_commit,
+from tokenmix.training.results import (COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, ResultsDir, config_hash,
+                                       git_commit,
                                        read_csv, run_config, upsert_rows)
 from tokenmix.training.sweep import compare
 from tokenmix.tasks import task_info
@@ -52,9 +53,9 @@ def test_each_finished_run_is_recorded_at_once(sweep):
     root, experiment, docs, rows, seen = sweep
     assert seen == [[], [("relation", "0")]]  # the first run's row was written before the second run began
     header, table = read_csv(docs / f"{experiment.name}.csv")
-    assert header == COLUMNS + [HASH_COLUMN]
+    assert header == ROW_COLUMNS
     kind = task_info("recall").kind
-    hashes = {r.label: config_hash(run_config(experiment, r)) for r in experiment.runs(kind)}
+    hashes = {r.label: config_hash(run_config(experiment, r, experiment.threads())) for r in experiment.runs(kind)}
     assert [(r["label"], r["seed"], r[HASH_COLUMN]) for r in table] == [(k, "0", v) for k, v in hashes.items()]
     assert all(len(h) == 12 and int(h, 16) >= 0 for h in hashes.values()) and len(set(hashes.values())) == 2
     header, history = read_csv(docs / f"{experiment.name}-history.csv")
@@ -69,13 +70,14 @@ def test_the_hash_ignores_what_does_not_change_a_run():
     kind = task_info("recall").kind
     base = tiny().runs(kind)[0]
     same = tiny("train.threads=1", "report.target=0.5", "name='other'", "description='x'").runs(kind)[0]
-    assert config_hash(run_config(tiny(), base)) == config_hash(
-        run_config(tiny("train.threads=1", "report.target=0.5", "name='other'", "description='x'"), same))
+    assert config_hash(run_config(tiny(), base, 1)) == config_hash(
+        run_config(tiny("train.threads=1", "report.target=0.5", "name='other'", "description='x'"), same, 1))
+    assert config_hash(run_config(tiny(), base, 1)) != config_hash(run_config(tiny(), base, 2))  # threads count
     for change in ("train.lr=0.01", "model.dim=8", "task.seed=1", "train.preset='paper-003'"):
         other = tiny(change)
-        assert config_hash(run_config(other, other.runs(kind)[0])) != config_hash(run_config(tiny(), base)), change
-    assert config_hash(run_config(tiny("seeds=[1]"), tiny("seeds=[1]").runs(kind)[0])) != \
-        config_hash(run_config(tiny(), base))
+        assert config_hash(run_config(other, other.runs(kind)[0], 1)) != config_hash(run_config(tiny(), base, 1)), change
+    assert config_hash(run_config(tiny("seeds=[1]"), tiny("seeds=[1]").runs(kind)[0], 1)) != \
+        config_hash(run_config(tiny(), base, 1))
 
 
 def test_a_fresh_clone_with_committed_results_trains_nothing(sweep, tmp_path, monkeypatch):
@@ -101,7 +103,7 @@ def test_a_changed_config_trains_the_stale_run_again(sweep, tmp_path, monkeypatc
     table = read_csv(copy / f"{experiment.name}.csv")[1]
     assert [(r["label"], r["seed"]) for r in table] == [("relation", "0"), ("mlp", "0")]  # replaced in place
     assert table[0]["params"] == str(new[0]["params"]) != str(rows[0]["params"])
-    assert table[0][HASH_COLUMN] == config_hash(run_config(changed, changed.runs("classification")[0]))
+    assert table[0][HASH_COLUMN] == config_hash(run_config(changed, changed.runs("classification")[0], changed.threads()))
     assert table[1] == read_csv(docs / f"{experiment.name}.csv")[1][1]
 
 
@@ -109,9 +111,9 @@ def test_rows_without_a_hash_are_stale(sweep, tmp_path):
     root, experiment, docs, _, _ = sweep
     record = ResultsDir(docs, experiment.name)
     row = {**record.rows()[("mlp", 0)], HASH_COLUMN: ""}
-    assert "no config_hash" in record.stale_reason(row, run_config(experiment, experiment.runs("classification")[1]))
+    assert "no config_hash" in record.stale_reason(row, run_config(experiment, experiment.runs("classification")[1], experiment.threads()))
     assert record.stale_reason(record.rows()[("mlp", 0)],
-                               run_config(experiment, experiment.runs("classification")[1])) is None
+                               run_config(experiment, experiment.runs("classification")[1], experiment.threads())) is None
 
 
 def test_rows_are_written_atomically_and_keep_other_rows(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import torch
@@ -60,7 +61,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     model = DEFAULT_EXPERIMENT["model"]
     tr = sub.add_parser("train", help="train one mixer on one task", formatter_class=_Formatter)
     tr.add_argument("--task", required=True, help="task name (tokenmix list shows them)")
-    tr.add_argument("--mixer", required=True, help="mixer name, or a layer pattern 'a,b' (e.g. twins_lsa,twins_gsa)")
+    tr.add_argument("--mixer", required=True, help="mixer name, or a layer pattern 'a,b' (e.g. twins_lsa,twins_gsa), "
+                    "each entry with inline options (e.g. swin,swin:shift=True,window_size=2: a comma before "
+                    "option=value continues the entry)")
     tr.add_argument("--seed", type=int, default=0, help="seed of the weights, dropout and batch order")
     length = tr.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=int, help="training length in epochs")
@@ -78,6 +81,11 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--batch-size", type=int, help="batch size (default: the training preset's)")
     tr.add_argument("--lr", type=float, help="learning rate (default: the training preset's)")
     tr.add_argument("--eval-every", type=int, help="steps between evaluations (default: once per epoch)")
+    tr.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
+    tr.add_argument("--bf16", action="store_true", help="train and evaluate under bfloat16 autocast")
+    tr.add_argument("--tensorboard", action="store_true", help="also write tensorboard scalars to "
+                    "<out>/tensorboard (needs --out and the tensorboard package)")
+    tr.add_argument("--device", default="cpu", help="where the model trains, e.g. cpu, cuda or cuda:1")
 
 
 def _add_compare_parser(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +100,9 @@ def _add_compare_parser(sub: argparse._SubParsersAction) -> None:
                     "[budgets.quick]); default: the file's own budget, the one the verdicts come from")
     cp.add_argument("--task", help="task name (sets task.name)")
     cp.add_argument("--preset", help="the task's data preset (sets task.preset)")
-    cp.add_argument("--mixers", help="comma-separated mixer names, or 'all' that can run the task (sets mixers)")
+    cp.add_argument("--mixers", help="comma-separated mixers, each a name with inline options or not (e.g. "
+                    "softmax,swin:window_size=2,shift=True: a comma before option=value continues the mixer), or "
+                    "'all' that can run the task (sets mixers)")
     cp.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2 (sets seeds)")
     cp.add_argument("--dim", type=int, help="model width (sets model.dim)")
     cp.add_argument("--depth", type=int, help="layers (sets model.depth)")
@@ -109,11 +119,24 @@ def _add_compare_parser(sub: argparse._SubParsersAction) -> None:
                     "steps) and train nothing")
     cp.add_argument("--results", metavar="DIR", help="also record each run as it finishes in DIR/<name>.csv, "
                     "-history.csv, -configs.json (and -chance.csv), e.g. docs/reproduction; a run recorded there "
-                    "with the same config_hash is not trained again, one whose config changed is")
+                    "with the same config_hash is not trained again; one whose config changed is trained again "
+                    "and its row replaced")
     cp.add_argument("--commit", action="store_true", help="with --results: git commit those files (only them) "
                     "in DIR's repository after each run")
+    cp.add_argument("--verify", type=int, metavar="K", help="with --results: rerun K recorded rows per label "
+                    "(the code versions of its rows in turn, smallest seed first) into --out (default "
+                    "runs/<name>-verify) and say which reproduce exactly; rows of code that does not are stale "
+                    "(left out of the report, trained again by compare --results); ledger DIR/<name>-verify.csv")
     cp.add_argument("--status", action="store_true", help="print the runs done, partial and remaining per label "
                     "(in --out and --results) and the estimated time left, and train nothing")
+    cp.add_argument("--executor", choices=["local", "submitit"], default="local", help="where the runs train: "
+                    "local processes (--jobs at once), or cluster jobs through submitit, one per run (needs "
+                    "pip install 'tokenmix[cluster]'; see --cluster)")
+    cp.add_argument("--cluster", dest="cluster_options", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --executor submitit: a submitit parameter (repeatable), e.g. cluster=slurm|local|debug, "
+                    "slurm_partition=gpu, timeout_min=60 (default 60; a timed-out or preempted run is requeued and "
+                    "resumes), slurm_array_parallelism=8 (runs at once, default 16), cpus_per_task=2 (default: "
+                    "train.threads, else 1), gpus_per_node=1, mem_gb=8")
 
 
 def _add_count_parser(sub: argparse._SubParsersAction) -> None:
@@ -227,30 +250,71 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from .models.patterns import split_mixer_list
     from .tasks import create_task
     from .training.config import TrainConfig
     from .training.loop import train
+    from .training.sweep import RESULT_FILE
 
-    mixer = args.mixer.split(",") if "," in args.mixer else args.mixer
     given = {k: v for k, v in (("batch_size", args.batch_size), ("lr", args.lr)) if v is not None}
     try:
+        if args.threads is not None and args.threads < 1:
+            raise ValueError(f"--threads must be a positive int, got {args.threads}")
+        if args.tensorboard and args.out is None:
+            raise ValueError("--tensorboard needs --out (the scalars go to <out>/tensorboard)")
+        entries = split_mixer_list(args.mixer, "--mixer")
+        mixer = entries[0] if len(entries) == 1 else entries
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
         task = create_task(args.task, preset=args.preset, seed=0)
         torch.manual_seed(args.seed)
         model = task.build_model(mixer, dim=args.dim, depth=args.depth, num_heads=args.heads, protocol=args.protocol)
         config = TrainConfig.preset(args.train_preset, max_steps=args.max_steps, epochs=args.epochs,
                                     eval_every=args.eval_every, seed=args.seed, out_dir=args.out,
-                                    resume=args.resume, **given)
+                                    resume=args.resume, bf16=args.bf16, tensorboard=args.tensorboard,
+                                    device=args.device, **given)
         result = train(task, model, config)
-    except ValueError as error:
+    except (ValueError, ImportError) as error:  # bad settings, or tensorboard not installed
         raise SystemExit(f"tokenmix train: {error}") from None
     print(f"{args.task} / {args.mixer} / seed {args.seed}: best val {result.metric_name} {result.best_metric:.4f} "
           f"at epoch {result.best_epoch:.2f}; test {result.test_metric}; {result.time_per_epoch_s:.2f} s/epoch; "
           f"{result.tokens_per_s:.0f} tokens/s")
+    if args.out is None:
+        print("nothing saved: pass --out DIR to keep the best weights, the logs and the result")
+        return
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RESULT_FILE).write_text(json.dumps(asdict(result)))
+    saved = [(f, what) for f, what in (("best.safetensors", "the best-validation weights"),
+                                       ("log.jsonl", "one record per evaluation"), ("log.csv", "the same as CSV"),
+                                       (RESULT_FILE, "this result and its history"),
+                                       ("checkpoint", "the last checkpoint, for --resume"),
+                                       ("tensorboard", "tensorboard scalars")) if (out / f).exists()]
+    print(f"saved in {out}/: " + "; ".join(f"{f} ({what})" for f, what in saved))
+
+
+_QUICK_FLAGS = ("task", "preset", "mixers", "seeds", "dim", "depth", "heads", "max_steps", "batch_size", "lr",
+                "eval_every")
 
 
 def compare_overrides(args: argparse.Namespace) -> list[str]:
-    """The ``--set`` overrides the quick flags of ``tokenmix compare`` stand for, then the explicit ones."""
+    """The ``--set`` overrides the quick flags of ``tokenmix compare`` stand for, then the explicit ones. Without
+    ``--config`` the quick flags make an ad-hoc experiment of the embedded default: its description says so, and
+    a ``--task`` other than the default's names it (and so its default ``--out``, runs/<task>)."""
+    from .training.experiment import DEFAULT_EXPERIMENT
+
     sets = []
+    given = [(flag, getattr(args, flag)) for flag in _QUICK_FLAGS if getattr(args, flag) is not None]
+    if args.config is None and given:
+        flags = " ".join(f"--{flag.replace('_', '-')} {value}" for flag, value in given)
+        sets.append("description=" + json.dumps(f"Ad-hoc comparison built from the command-line flags {flags} "
+                                                f"on top of the embedded default experiment."))
+        if args.task is not None and args.task != DEFAULT_EXPERIMENT["task"]["name"]:
+            sets.append(f"name={json.dumps(args.task)}")
     for flag, key in (("task", "task.name"), ("preset", "task.preset"), ("dim", "model.dim"),
                       ("depth", "model.depth"), ("heads", "model.heads"), ("max_steps", "train.max_steps"),
                       ("batch_size", "train.batch_size"), ("lr", "train.lr"), ("eval_every", "train.eval_every")):
@@ -263,7 +327,11 @@ def compare_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
+    from .models.patterns import split_mixer_list
+    from .training.executor import RunsFailed, parse_cluster_options
     from .training.experiment import load_experiment, skip_reason
+    from .training.files import DiskFull, FolderNotWritable
+    from .training.locks import LockHeld
     from .training.sweep import compare
     from .tasks import task_info
 
@@ -274,13 +342,18 @@ def cmd_compare(args: argparse.Namespace) -> None:
         if args.max_steps is not None and (experiment.train.get("eval_every") or 0) > args.max_steps:
             extra.append(f"train.eval_every={args.max_steps}")  # a shorter run still gets evaluated
         if args.mixers:
-            names = args.mixers.split(",")
             if args.mixers == "all":
                 kind = task_info(experiment.task["name"]).kind
                 names = [n for n in list_mixers() if skip_reason(n, kind) is None]
-            extra.append("mixers=[" + ",".join(f'"{n}"' for n in names) + "]")
+            else:
+                names = split_mixer_list(args.mixers, "--mixers")
+            extra.append("mixers=[" + ",".join(json.dumps(n) for n in names) + "]")
         if extra:
             experiment = load_experiment(args.config, sets + extra, budget=args.budget)
+        added = experiment.entries_with_baseline(task_info(experiment.task["name"]).kind)[len(experiment.mixers):]
+        for entry in added:
+            print(f"note: the no-context baseline {entry.label!r} is added to the runs ([report] baseline = true; "
+                  "--set report.baseline=false leaves it out)", flush=True)
         out = args.out or f"runs/{experiment.name}" + (f"-{args.budget}" if args.budget else "")
         if args.commit and not args.results:
             raise ValueError("--commit needs --results DIR")
@@ -289,9 +362,20 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
             print(sweep_status(experiment, out, args.results, jobs=args.jobs))
             return
+        if args.verify is not None:
+            from .training.verify import verify
+
+            if not args.results:
+                raise ValueError("--verify K needs --results DIR (the recorded rows it reruns)")
+            verify(experiment, args.results, args.verify, args.out or f"runs/{experiment.name}-verify",
+                   jobs=args.jobs, commit=args.commit, dry_run=args.dry_run)
+            return
+        options = parse_cluster_options(args.cluster_options) if args.cluster_options else None
         rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run, results_dir=args.results,
-                       commit=args.commit)
+                       commit=args.commit, executor=args.executor, cluster_options=options)
     except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
+        raise SystemExit(f"tokenmix compare: {error}") from None
+    except (LockHeld, DiskFull, FolderNotWritable, RunsFailed) as error:  # another sweep, the disk, the cluster
         raise SystemExit(f"tokenmix compare: {error}") from None
     if rows:
         print(f"\nwrote {out}/config.toml, results.csv, report.md and the plots\n")

@@ -16,7 +16,9 @@ that window is (not only at the default sizes).
 An entry is ``"name"``, ``"name:option=value,option=value"`` (values are read as ``true``/``false``,
 ``none``, ints, floats, else strings), a ``{"name": ..., option: value, ...}`` mapping (the form experiment
 files use) or a :class:`LayerMixer`. The depth must be a multiple of the pattern's length. The model-wide
-``mixer_options`` apply to every layer; an entry's own options override them.
+``mixer_options`` apply to every layer; an entry's own options override them. On the command line a
+comma-separated list of entries is read by :func:`split_mixer_list`: a comma followed by ``option=value``
+continues the entry before it, a comma followed by a name starts the next entry.
 
 A single mechanism given as a plain name keeps its registry ``alternate`` options on every second layer
 (Swin's shifted windows); an explicit pattern says what every layer gets, so nothing is added to it.
@@ -25,6 +27,8 @@ A single mechanism given as a plain name keeps its registry ``alternate`` option
 ['twins_lsa:window_size=4', 'twins_gsa:sr_ratio=4', 'twins_lsa:window_size=4', 'twins_gsa:sr_ratio=4']
 >>> parse_layer_mixer("sparse_strided:factorization=merged").options
 (('factorization', 'merged'),)
+>>> split_mixer_list("swin,swin:shift=True,window_size=2")
+['swin', 'swin:shift=True,window_size=2']
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from typing import Any, Mapping, Sequence
 
 from ..registry import mixer_info
 
-__all__ = ["LayerMixer", "parse_layer_mixer", "parse_option_value", "layer_mixers", "pattern_names"]
+__all__ = ["LayerMixer", "parse_layer_mixer", "parse_option_value", "layer_mixers", "pattern_names",
+           "split_mixer_list"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,25 @@ def parse_layer_mixer(entry: str | Mapping[str, Any] | LayerMixer, owner: str = 
     name = name.strip()
     mixer_info(name)  # ValueError listing the registered names
     return LayerMixer(name, tuple(options.items()))
+
+
+def split_mixer_list(text: str, option: str = "--mixer") -> list[str]:
+    """The entries of a comma-separated list such as ``twins_lsa,twins_gsa`` or
+    ``swin,swin:shift=True,window_size=2``: a part that is ``option=value`` belongs to the entry before it (its
+    inline options), any other part starts a new entry. ``option`` names the command-line option in errors."""
+    entries: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            raise ValueError(f"{option}: empty entry in {text!r} (two commas in a row, or one at an end)")
+        key, eq, _ = part.partition("=")
+        if eq and ":" not in key:  # option=value: the previous entry's option
+            if not entries:
+                raise ValueError(f"{option}: {text!r} starts with the option {part!r}; write it after its mixer, "
+                                 f"as name:{part}")
+            entries[-1] += f",{part}" if ":" in entries[-1] else f":{part}"
+        else:
+            entries.append(part)
+    return entries
 
 
 def _pattern(mixer: str | Mapping[str, Any] | LayerMixer | Sequence, owner: str) -> tuple[list[LayerMixer], bool]:

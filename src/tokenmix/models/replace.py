@@ -168,7 +168,8 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
                       max_len: int | None = None, copy_weights: bool = False, ignore_dropout: bool = False,
                       filter: Callable[[str], bool] | None = None, **options: Any) -> int:
     """Replace every self-attention ``nn.MultiheadAttention`` inside ``model`` by the mechanism ``name``, in place;
-    return how many modules were replaced.
+    return how many modules were replaced (at least one: a model with none to replace raises ``ValueError``
+    naming the attention-like modules it has instead).
 
     Args:
         model: any module holding ``nn.MultiheadAttention`` children (``nn.TransformerEncoder``,
@@ -196,20 +197,46 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
                          "itself (it is replaced in its parent)")
     info = _checked_mechanism(name)
     adapters: dict[int, MixerAttention] = {}
+    left: list[str] = []  # the nn.MultiheadAttention modules left as they are, and why: for the error below
     for parent_path, parent in list(model.named_modules()):
         for child_name, child in list(parent.named_children()):
             path = f"{parent_path}.{child_name}" if parent_path else child_name
-            if not isinstance(child, nn.MultiheadAttention) or _is_cross_attention(parent, child_name):
+            if not isinstance(child, nn.MultiheadAttention):
+                continue
+            if _is_cross_attention(parent, child_name):
+                left.append(f"{path} (cross-attention, never replaced)")
                 continue
             if filter is not None and not filter(path):
+                left.append(f"{path} (not accepted by filter=)")
                 continue
             if id(child) not in adapters:  # a module shared by two parents gets one adapter
                 is_causal = causal(path) if callable(causal) else causal
                 adapters[id(child)] = _adapter(child, path, info, is_causal, max_len, copy_weights, ignore_dropout,
                                                options)
             setattr(parent, child_name, adapters[id(child)])
+    if not adapters:
+        _nothing_replaced(model, left)
     _decline_nested_tensors(model)
     return len(adapters)
+
+
+def _nothing_replaced(model: nn.Module, left: list[str]) -> None:
+    """Raise why no module was replaced: every nn.MultiheadAttention was left out (``left``: each with why), or
+    there is none (naming the attention-like modules the model has instead)."""
+    if left:
+        raise ValueError(f"replace_attention: nothing replaced: every nn.MultiheadAttention of the model is left "
+                         f"out: {', '.join(left)}")
+    similar: list[str] = []  # "path (class)", the outermost of nested matches only
+    for path, module in model.named_modules():
+        named = f"{path.rsplit('.', 1)[-1]} {type(module).__name__}".lower()
+        if path and ("attention" in named or "attn" in named) and not any(
+                path.startswith(f"{outer.split(' ')[0]}.") for outer in similar):
+            similar.append(f"{path} ({type(module).__name__})")
+    shown = ", ".join(similar[:8]) + (f" and {len(similar) - 8} more" if len(similar) > 8 else "")
+    raise ValueError(f"replace_attention: the model ({type(model).__name__}) has no nn.MultiheadAttention to "
+                     f"replace; attention-like modules found instead: {shown or 'none'} (a model's "
+                     f"own attention class cannot be replaced: build it on nn.MultiheadAttention, or use a "
+                     f"tokenmix model)")
 
 
 def _checked_mechanism(name: str) -> MixerInfo:

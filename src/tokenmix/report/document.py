@@ -69,20 +69,50 @@ def papers_of(studies: list[Study]) -> list[tuple[PaperText, list[Study]]]:
     return papers
 
 
+def not_pooled(study: Study, data: Path) -> tuple[dict[tuple[str, int], str], list[dict]]:
+    """The recorded rows that no mean or test may use, (label, seed) -> why: a row whose config_hash is not the
+    one the experiment file gives its run now (the file changed after it, or the row is foreign), a row of a
+    label or seed the file does not plan, and a row whose code a ``--verify`` rerun showed to give other
+    results (:meth:`~tokenmix.training.results.ResultsDir.stale_reason`). Also the provenance summary. The
+    results file is read checked: a damaged, duplicated or conflicting row stops the report naming it."""
+    from tokenmix.tasks import task_info
+    from tokenmix.training.results import ResultsDir, run_config
+
+    experiment = study.experiment
+    record = ResultsDir(data, study.name)
+    if not record.csv.exists():
+        return {}, []
+    runs = {(r.label, r.seed): r for r in experiment.runs(task_info(experiment.task["name"]).kind)}
+    out: dict[tuple[str, int], str] = {}
+    for key, row in record.rows().items():
+        run = runs.get(key)
+        if run is None:
+            out[key] = f"not a run of {study.file} (label or seed not planned there)"
+            continue
+        threads = experiment.train.get("threads") or int(row.get("threads") or experiment.threads(1))
+        reason = record.stale_reason(row, run_config(experiment, run, threads))
+        if reason is not None:
+            out[key] = reason
+    return out, record.provenance_summary()
+
+
 def _found(study: Study, data: Path) -> ExperimentData:
     from tokenmix.tasks import task_info
 
     report = study.experiment.report
-    return load_data(data, study.name, target=report.get("target"), target_k=report.get("target_k", 1),
-                     higher_is_better=task_info(study.experiment.task["name"]).higher_is_better,
-                     planned_steps=planned_steps_per_epoch(study.experiment))
+    exclude, summary = not_pooled(study, data)
+    found = load_data(data, study.name, target=report.get("target"), target_k=report.get("target_k", 1),
+                      higher_is_better=task_info(study.experiment.task["name"]).higher_is_better,
+                      planned_steps=planned_steps_per_epoch(study.experiment), exclude=exclude)
+    found.provenance = summary
+    return found
 
 
 def study_section(study: Study, data: Path, out: Path, plots: bool,
                   level: str) -> tuple[list[str], list[Outcome] | None]:
     """One experiment: what was run and, when its CSV is there, the table, plot and verdicts (None when it is
     not run yet); then its extra lines."""
-    lines = [f"{level} {study.paper.title} (`{study.name}`)", "", *run_here(study), ""]
+    lines = [f"{level} {study.paper.title} (`{study.name}`)", "", *run_here(study, data), ""]
     found = _found(study, data)
     outcomes = None
     if found.runs is None and found.harness and any(c.harness for c in study.claims):
@@ -130,7 +160,11 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
     data, out = Path(data), Path(out)
     body: list[str] = []
     results: list[tuple[PaperText, Study, list[Outcome] | None]] = []
-    for paper, studies in papers_of(load_studies(experiments)):
+    found = load_studies(experiments)
+    if not found:
+        raise ValueError(f"no experiment file with a [paper] table in {str(experiments)!r} (--experiments): nothing "
+                         f"to report")
+    for paper, studies in papers_of(found):
         body += [f"## {paper.heading}", "", "### The paper's claim", "", paper.claim, ""]
         level = "###" if len(studies) == 1 else "####"
         if len(studies) > 1:
@@ -148,9 +182,13 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
 
 def write_report(data: str | Path = "docs/reproduction", out: str | Path = "docs/reproduction.md",
                  experiments: str | Path = "experiments", plots: bool = True) -> Path:
-    """Render the document into ``out`` (the data folder is created when missing); returns ``out``."""
+    """Render the document into ``out``; returns ``out``. A missing data or experiments folder raises ValueError
+    naming it (outside a checkout there is nothing to report)."""
     data, out = Path(data), Path(out)
-    data.mkdir(parents=True, exist_ok=True)
+    for folder, option in ((Path(experiments), "--experiments"), (data, "--data")):
+        if not folder.is_dir():
+            raise ValueError(f"no folder {str(folder)!r} ({option}): run tokenmix report in a checkout of the "
+                             f"repository, or point {option} at the folder")
     text = render(data, out, Path(experiments), plots)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)

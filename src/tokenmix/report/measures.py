@@ -139,6 +139,8 @@ class ExperimentData:
     target_k: int = 1
     higher_is_better: bool = True
     planned_steps: dict[str, int] | None = None  # per label, steps per epoch as the experiment file plans them
+    excluded: list[tuple[Run, str]] = field(default_factory=list)  # rows not pooled, each with why
+    provenance: list[dict] = field(default_factory=list)  # per code version (ResultsDir.provenance_summary)
 
     def labels(self) -> list[str]:
         return list(dict.fromkeys(r.label for r in self.runs or []))
@@ -265,19 +267,25 @@ class ExperimentData:
 
 
 def load_data(data: Path, name: str, *, target: float | None = None, target_k: int = 1,
-              higher_is_better: bool = True, planned_steps: dict[str, int] | None = None) -> ExperimentData:
+              higher_is_better: bool = True, planned_steps: dict[str, int] | None = None,
+              exclude: dict[tuple[str, int], str] | None = None) -> ExperimentData:
     """Everything ``data`` holds for experiment ``name`` (each file may be missing); ``planned_steps``: per label,
-    the steps per epoch the experiment file plans (for time per epoch before any run has finished)."""
+    the steps per epoch the experiment file plans (for time per epoch before any run has finished); ``exclude``:
+    (label, seed) -> why that row is not pooled (kept apart in ``excluded``, in no mean and no test)."""
     runs = None
     if (data / f"{name}.csv").exists():
         histories: dict[tuple[str, int], list[dict[str, str]]] = {}
         if (data / f"{name}-history.csv").exists():
             for row in read_csv(data / f"{name}-history.csv"):
                 histories.setdefault((row["label"], int(row["seed"])), []).append(row)
-        runs = []
+        runs, excluded = [], []
         for row in read_csv(data / f"{name}.csv"):
             key = (row["label"], int(row["seed"]))
-            runs.append(Run(key[0], key[1], row, sorted(histories.get(key, []), key=lambda h: int(h["step"]))))
+            run = Run(key[0], key[1], row, sorted(histories.get(key, []), key=lambda h: int(h["step"])))
+            if exclude and key in exclude:
+                excluded.append((run, exclude[key]))
+            else:
+                runs.append(run)
     chance_path = data / f"{name}-chance.csv"
     chance = float(read_csv(chance_path)[0]["test_rate"]) if chance_path.exists() else None
     harness = None
@@ -285,4 +293,7 @@ def load_data(data: Path, name: str, *, target: float | None = None, target_k: i
         path = data / f"{name}-{suffix}.csv"
         if path.exists():
             harness = (harness or []) + [r for r in read_csv(path) if r.get("experiment", name) in (name, "")]
-    return ExperimentData(name, runs, chance, harness, target, target_k, higher_is_better, planned_steps)
+    found = ExperimentData(name, runs, chance, harness, target, target_k, higher_is_better, planned_steps)
+    if runs is not None:
+        found.excluded = excluded
+    return found

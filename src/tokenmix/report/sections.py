@@ -39,10 +39,15 @@ class Study:
         return self.experiment.name
 
 
-def run_here(study: Study) -> list[str]:
-    """What the experiment file runs: task, model, training, seeds and configurations, and the commands."""
+RERUN_JOBS = 2  # the --jobs of the rerun command, and what the expected time is divided by
+
+
+def run_here(study: Study, data: Path | None = None) -> list[str]:
+    """What the experiment file runs: task, model, training, seeds and configurations, and the commands: a rerun
+    into a new folder, with the time it is expected to take from the runs recorded in ``data``."""
     from tokenmix.tasks import task_info
     from tokenmix.training.config import TrainConfig
+    from tokenmix.training.estimate import estimate_time, hours
 
     experiment = study.experiment
     fields = {k: v for k, v in experiment.train.items() if k not in ("preset", "threads")}
@@ -56,6 +61,14 @@ def run_here(study: Study) -> list[str]:
     goal = (f"; time to {target} reached at {experiment.report['target_k']} evaluations in a row"
             if target is not None else "")
     seeds = experiment.seeds
+    runs = experiment.runs(task_info(experiment.task["name"]).kind)
+    estimate = estimate_time(study.name, runs, [data]) if data is not None else None
+    shown = (f"docs/reproduction/{study.name}.csv" if data is not None and Path(data).resolve()
+             == Path("docs/reproduction").resolve() else f"{study.name}.csv")
+    expected = (f"expected: about {hours(estimate.seconds / RERUN_JOBS)} of training, the training wall time of "
+                f"the {estimate.recorded} runs in `{shown}` (measured on 2 CPU cores, evaluations not counted) over "
+                f"the {RERUN_JOBS} jobs" if estimate is not None else "no expected time yet: no runs recorded")
+    rerun = f"runs/{study.name}-rerun"
     return [
         f"- **Data.** {study.paper.data}",
         f"- **Scale here** (`{study.file}`): task `{experiment.task['name']}` ({task}); model {model}; training "
@@ -63,9 +76,9 @@ def run_here(study: Study) -> list[str]:
         f"{budget}, {config.schedule} schedule, {every}{goal}; {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
         f"{len(labels)} configurations: {', '.join(labels)}.",
         f"- **The paper's scale.** {study.paper.scale}",
-        f"- **Command.** `tokenmix compare --config {study.file} --results docs/reproduction --jobs 2` (run it "
-        f"again to resume; `--status` tells what is left); the time claims: "
-        f"`tokenmix steptime --config {study.file}` (and `--lengths ...` for the scaling claims).",
+        f"- **Command.** To reproduce, run into a new folder: `tokenmix compare --config {study.file} --results "
+        f"{rerun} --jobs {RERUN_JOBS}` ({expected}; run it again to resume; `--status` tells what is left); the "
+        f"time claims: `tokenmix steptime --config {study.file}` (and `--lengths ...` for the scaling claims).",
     ]
 
 
@@ -296,6 +309,43 @@ def harness_section(study: Study, found: ExperimentData, level: str) -> tuple[li
     return lines + [f"{level}# Claims", "", *claims_table(outcomes, found), ""], outcomes
 
 
+def not_pooled_note(found: ExperimentData) -> str:
+    """The rows left out of every table and test, grouped by why (empty when none)."""
+    if not found.excluded:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for run, reason in found.excluded:
+        groups.setdefault(reason, []).append(f"{run.label} {run.seed}")
+    parts = [f"{', '.join(runs)}: {reason}" for reason, runs in groups.items()]
+    return (f"**{len(found.excluded)} recorded rows are not pooled** (in no mean, table or test; "
+            f"`tokenmix compare --results` trains them again): " + "; ".join(parts) + ".")
+
+
+def provenance_note(found: ExperimentData) -> list[str]:
+    """Which code produced the rows (the package's code version, commits, torch, threads, CPU) and what
+    ``tokenmix compare --verify`` found for each."""
+    if not found.provenance:
+        return []
+    lines = ["Code that produced the recorded rows (`code`: a hash of the package's sources; rows recorded before "
+             "provenance was kept have it inferred from the commit that added them; `tokenmix compare --verify K` "
+             "reruns rows and checks they reproduce exactly):", "",
+             "| code | rows | commits | torch | threads | CPU | verified |", "|---|---|---|---|---|---|---|"]
+    for g in found.provenance:
+        same = sorted({v["rerun_code"] for v in g["reproduced"]})
+        verified = []
+        if g["reproduced"]:
+            verified.append(f"{len(g['reproduced'])} reruns reproduced it exactly (code {', '.join(same)})")
+        if g["differs"]:
+            v = g["differs"][-1]
+            verified.append(f"**{len(g['differs'])} differ** ({v['label']} seed {v['seed']}: {v['difference']})")
+        commits = sorted(g["commits"])
+        lines.append(f"| {g['code'] or '(none)'} | {g['rows']} | "
+                     f"{', '.join(commits[:3]) + (f' +{len(commits) - 3}' if len(commits) > 3 else '') or '-'} | "
+                     f"{', '.join(sorted(g['torch'])) or '-'} | {', '.join(sorted(g['threads'])) or '-'} | "
+                     f"{', '.join(sorted(g['cpu'])) or '-'} | {'; '.join(verified) or 'not checked'} |")
+    return lines
+
+
 def measured_section(study: Study, found: ExperimentData, data: Path, out: Path, plots: bool,
                      level: str) -> tuple[list[str], list[Outcome]]:
     """The measured table, the plot and the claims table of an experiment that has run."""
@@ -304,6 +354,12 @@ def measured_section(study: Study, found: ExperimentData, data: Path, out: Path,
     stale = stale_note(study, found)
     if stale:
         lines += [stale, ""]
+    left_out = not_pooled_note(found)
+    if left_out:
+        lines += [left_out, ""]
+    provenance = provenance_note(found)
+    if provenance:
+        lines += provenance + [""]
     lines += [f"Mean ± sd over seeds; test {metric} of the best-validation weights. {CRITERION}", ""]
     if any(c.measure == "train_cost" for c in study.claims):
         lines += [cost_note(study, found), ""]

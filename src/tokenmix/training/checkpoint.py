@@ -5,7 +5,9 @@ states a checkpoint carries.
 weights) and ``state.pt`` (one dict, built by :func:`tokenmix.training.loop.train`). It is written whole into a
 temporary sibling that is then renamed into place, so an interruption leaves the previous checkpoint readable
 (as ``checkpoint.old`` when it falls between the two renames). ``out_dir/best.safetensors`` holds the
-best-validation weights.
+best-validation weights. Both are written through disk-full guards (:class:`~tokenmix.training.files.DiskFull`
+names the file instead of torch's ``unexpected pos`` error), and :func:`set_aside_damaged` moves damaged
+checkpoint folders and best weights (truncated, unreadable) aside before a run resumes.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import os
 import random
 import shutil
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-__all__ = ["Checkpointer", "gather_rng_states", "restore_rng_states"]
+from .files import disk_full_guard, move_aside
+
+__all__ = ["Checkpointer", "gather_rng_states", "restore_rng_states", "damaged_reason", "set_aside_damaged"]
 
 CHECKPOINT_DIR = "checkpoint"
 MODEL_FILE = "model.safetensors"
@@ -68,9 +73,16 @@ class Checkpointer:
         tmp = f"{self.path}.tmp-{os.getpid()}"
         old = f"{self.path}.old"
         shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        save_model(model, os.path.join(tmp, MODEL_FILE))
-        torch.save(state, os.path.join(tmp, STATE_FILE))
+        try:
+            with disk_full_guard(tmp):
+                os.makedirs(tmp)
+                save_model(model, os.path.join(tmp, MODEL_FILE))
+                torch.save(state, os.path.join(tmp, STATE_FILE))
+                for name in (MODEL_FILE, STATE_FILE):
+                    _fsync(os.path.join(tmp, name))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a partial checkpoint would only take up the space needed
+            raise
         shutil.rmtree(old, ignore_errors=True)
         if os.path.exists(self.path):
             os.replace(self.path, old)
@@ -84,7 +96,14 @@ class Checkpointer:
         from safetensors.torch import save_model
 
         tmp = f"{self.best_path}.tmp-{os.getpid()}"
-        save_model(model, tmp)
+        try:
+            with disk_full_guard(self.best_path):
+                save_model(model, tmp)
+                _fsync(tmp)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
         os.replace(tmp, self.best_path)
 
     def read_best(self, model: nn.Module, device: torch.device) -> bool:
@@ -93,6 +112,66 @@ class Checkpointer:
             return False
         _load_weights(model, self.best_path, device)
         return True
+
+
+def _fsync(path: str) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _safetensors_damage(path: str) -> str | None:
+    """Why the safetensors file ``path`` cannot be read (its header is checked against its length), or None."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, "pt") as f:
+            f.keys()
+    except Exception as error:  # safetensors raises its own SafetensorError, among others
+        return f"{os.path.basename(path)}: {error}"
+    return None
+
+
+def damaged_reason(directory: str) -> str | None:
+    """Why the checkpoint folder ``directory`` cannot be resumed from (a file missing, truncated or unreadable),
+    or None when it is intact."""
+    for name in (MODEL_FILE, STATE_FILE):
+        if not os.path.isfile(os.path.join(directory, name)):
+            return f"{name} is missing"
+    reason = _safetensors_damage(os.path.join(directory, MODEL_FILE))
+    if reason is not None:
+        return reason
+    try:
+        state = Checkpointer.read_state(directory)
+    except Exception as error:  # torch.load of a truncated zip raises RuntimeError, of garbage UnpicklingError
+        return f"{STATE_FILE}: {type(error).__name__}: {error}"
+    if not isinstance(state, dict) or "step" not in state or "config" not in state:
+        return f"{STATE_FILE} holds no checkpoint state"
+    return None
+
+
+def set_aside_damaged(out_dir: str | Path) -> list[Path]:
+    """Move the damaged checkpoints of the run in ``out_dir`` aside (``<name>.damaged-<timestamp>``, each named on
+    stderr), so that it resumes from an intact one (``checkpoint.old``) or starts afresh. Damaged best weights
+    set aside every checkpoint too: a run resumed without its best weights would test its last ones. Returns
+    the new paths."""
+    folder = str(out_dir)
+    moved: list[Path] = []
+    best = os.path.join(folder, BEST_FILE)
+    best_damage = _safetensors_damage(best) if os.path.isfile(best) else None
+    if best_damage is not None:
+        moved.append(move_aside(best, best_damage, "the run trains again from the start"))
+    for name in (CHECKPOINT_DIR, CHECKPOINT_DIR + ".old"):
+        directory = os.path.join(folder, name)
+        if not os.path.isdir(directory):
+            continue
+        reason = damaged_reason(directory) if best_damage is None else "its best weights are damaged"
+        if reason is None:
+            continue
+        intact = [o for o in (CHECKPOINT_DIR + ".old",) if o != name and os.path.isdir(os.path.join(folder, o))
+                  and best_damage is None and damaged_reason(os.path.join(folder, o)) is None]
+        then = ("the run resumes from the older " + intact[0]) if intact else "the run trains again from the start"
+        moved.append(move_aside(directory, reason, then))
+    return moved
 
 
 def _load_weights(model: nn.Module, path: str, device: torch.device) -> None:

@@ -241,6 +241,13 @@ class Experiment:
                 runs.append(RunSpec(entry.label, seed, entry.mixer, dict(entry.options), model, dict(train)))
         return runs
 
+    def threads(self, jobs: int = 1) -> int:
+        """The torch threads of each run: ``[train] threads``, else the cores shared out between ``jobs`` runs
+        at once. Part of every run's config_hash (its floating-point results depend on it)."""
+        import os
+
+        return int(self.train.get("threads") or max(1, (os.cpu_count() or 1) // jobs))
+
     def train_config(self, run: RunSpec, **run_fields: Any) -> TrainConfig:
         """The TrainConfig of ``run``: the preset, the file's fields, the run's seed and ``run_fields``."""
         return TrainConfig.preset(self.train.get("preset", "quick"), **{**run.train, "seed": run.seed,

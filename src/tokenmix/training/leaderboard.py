@@ -11,7 +11,8 @@ from typing import Any
 
 from ..tasks import task_info
 from .experiment import Experiment
-from .results import COLUMNS
+from .provenance import PROVENANCE_COLUMNS
+from .results import COLUMNS, write_csv
 
 __all__ = ["write_report", "plot_histories"]
 
@@ -37,10 +38,7 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experiment, out: Path) -> list[str]:
     """``results.csv``, ``report.md`` and the plots the experiment asks for; returns the notes it printed."""
-    with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out / "results.csv", COLUMNS + PROVENANCE_COLUMNS, rows)  # atomic: a reader sees old or new whole
     metric = rows[0]["metric"] if rows else "metric"
     higher = task_info(experiment.task["name"]).higher_is_better
     summary = sorted(_summary(rows), key=lambda s: s["mean"], reverse=higher)
@@ -48,7 +46,8 @@ def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experi
     budget = f"{train.max_steps} steps" if train.max_steps is not None else f"{train.epochs} epochs"
     model = ", ".join(f"{k} {v}" for k, v in experiment.model.items() if v is not None)
     target = experiment.report.get("target")
-    lines = [f"# {experiment.name}: {experiment.task['name']}", ""]
+    task = experiment.task["name"]
+    lines = [f"# {experiment.name}" + (f": {task}" if task != experiment.name else ""), ""]
     if experiment.description:
         lines += [experiment.description, ""]
     lines += [f"Model: {model}. Training: preset {experiment.train.get('preset', 'quick')}, {budget} of batch "
@@ -64,7 +63,8 @@ def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experi
         if target is not None:
             cell = f" | {s['to_target']:.1f} ({s['reached']}/{s['runs']})" if s["to_target"] is not None \
                 else f" | not reached (0/{s['runs']})"
-        lines.append(f"| {rank} | {s['label']} | {s['mixer']} | {s['mean']:.4f} ± {s['sd']:.4f} | {s['runs']} | "
+        spread = f"± {s['sd']:.4f}" if s["runs"] > 1 else "(1 seed)"  # no sd from one sample
+        lines.append(f"| {rank} | {s['label']} | {s['mixer']} | {s['mean']:.4f} {spread} | {s['runs']} | "
                      f"{s['epoch_s']:.2f} | {s['params']:,} | {s['peak_mb']:.1f}{cell} |")
     notes = plot_histories(histories, summary, metric, out, experiment.report.get("plots", []))
     if notes:

@@ -41,10 +41,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import TrainConfig
+from .provenance import PROVENANCE_COLUMNS
 
-__all__ = ["COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ResultsDir", "run_config", "config_hash",
+__all__ = ["COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_COLUMNS", "REPRODUCED_COLUMNS",
+           "REPRODUCED_HISTORY", "VERIFY_COLUMNS", "ResultsDir", "ResultsError", "run_config", "config_hash",
            "first_difference", "result_row", "history_records", "chance_row", "typed", "read_csv", "write_csv",
-           "upsert_rows", "git_commit"]
+           "upsert_rows", "git_commit", "reproduction_difference"]
 
 COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
            "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb", "train_cost",
@@ -52,23 +54,34 @@ COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "
 HISTORY_COLUMNS = ["label", "seed", "step", "epoch", "wall_s", "train_loss", "val_loss", "val_metric"]
 CHANCE_COLUMNS = ["majority_class", "train_rate", "test_rate"]
 HASH_COLUMN = "config_hash"
+# the columns a row carries after config_hash: who and what produced it (tokenmix.training.provenance)
+ROW_COLUMNS = COLUMNS + [HASH_COLUMN] + PROVENANCE_COLUMNS
+# what a rerun must give again for a row to count as reproduced: every column a run's weights determine (not the
+# measured times and memory, nor the provenance)
+REPRODUCED_COLUMNS = ["params", "metric", "value", "best_val", "best_epoch", "steps", "train_cost", "cost_batches"]
+REPRODUCED_HISTORY = ["step", "epoch", "train_loss", "val_loss", "val_metric"]
+# the ledger of `tokenmix compare --verify`: one row per rerun of a recorded row
+VERIFY_COLUMNS = ["label", "seed", "config_hash", "row_code", "rerun_code", "rerun_commit", "rerun_clean", "torch",
+                  "threads", "cpu", "reproduced", "difference", "date"]
 # TrainConfig fields that do not change what a run learns (where it writes, how it shows progress, how often
 # it checkpoints: a resumed run is bitwise the uninterrupted one), or that are report settings.
 _NOT_HASHED = {"seed", "out_dir", "resume", "progress", "tensorboard", "checkpoint_every", "target", "target_k"}
-_TEXT_COLUMNS = {"experiment", "task", "label", "mixer", "metric", HASH_COLUMN}
+_TEXT_COLUMNS = {"experiment", "task", "label", "mixer", "metric", HASH_COLUMN, "code", "commit", "clean", "torch",
+                 "cpu"}
 
 
 # -- the config hash ---------------------------------------------------------------------------------------
-def run_config(experiment: Any, run: Any) -> dict[str, Any]:
-    """The resolved config of ``run`` (a :class:`~tokenmix.training.experiment.RunSpec` of ``experiment``) that
-    its ``config_hash`` is computed from (see the module docstring)."""
+def run_config(experiment: Any, run: Any, threads: int) -> dict[str, Any]:
+    """The resolved config of ``run`` (a :class:`~tokenmix.training.experiment.RunSpec` of ``experiment``) trained
+    with ``threads`` torch threads, that its ``config_hash`` is computed from (see the module docstring)."""
     config, default = experiment.train_config(run), TrainConfig()
     train = {f.name: getattr(config, f.name) for f in fields(TrainConfig)
              if f.name not in _NOT_HASHED and getattr(config, f.name) != getattr(default, f.name)}
     task = dict(experiment.task)
     task.setdefault("seed", 0)
     return _plain({"task": task, "model": {k: v for k, v in run.model.items() if v is not None},
-                   "mixer": run.mixer, "mixer_options": dict(run.mixer_options), "train": train, "seed": run.seed})
+                   "mixer": run.mixer, "mixer_options": dict(run.mixer_options), "train": train, "seed": run.seed,
+                   "threads": int(threads)})
 
 
 def _plain(value: Any) -> Any:
@@ -113,7 +126,7 @@ def result_row(experiment: Any, run: Any, result: dict[str, Any]) -> dict[str, A
             "wall_s": round(history[-1]["wall_s"], 3) if history else 0.0,
             "tokens_per_s": round(result["tokens_per_s"], 1), "peak_mem_mb": round(result["peak_mem_mb"], 1),
             "train_cost": "" if result.get("train_cost") is None else round(result["train_cost"], 6),
-            "cost_batches": result.get("cost_batches", 0)}
+            "cost_batches": result.get("cost_batches", 0), **result.get("provenance", {})}
 
 
 def history_records(label: str, seed: int, history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -155,15 +168,92 @@ def typed(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, Any]], rerun: dict[str, Any],
+                            rerun_history: list[dict[str, Any]]) -> str | None:
+    """None when a rerun's row and evaluations (as :func:`result_row` / :func:`history_records` write them) equal
+    the recorded ones on :data:`REPRODUCED_COLUMNS` / :data:`REPRODUCED_HISTORY`; else the first difference, as
+    ``"value 0.348 -> 0.37"``."""
+    def cell(value: Any) -> Any:
+        return typed({"x": value})["x"] if isinstance(value, str) else value
+
+    for column in REPRODUCED_COLUMNS:
+        old, new = cell(recorded.get(column, "")), cell(rerun.get(column, ""))
+        if old != new:
+            return f"{column} {old} -> {new}"
+    if len(history) != len(rerun_history):
+        return f"{len(history)} -> {len(rerun_history)} evaluations"
+    for old, new in zip(history, rerun_history):
+        for column in REPRODUCED_HISTORY:
+            if cell(old.get(column, "")) != cell(new.get(column, "")):
+                return f"{column} at step {old.get('step')}: {old.get(column)} -> {new.get(column)}"
+    return None
+
+
 # -- files -------------------------------------------------------------------------------------------------
+class ResultsError(ValueError):
+    """A results file that cannot be used as it is; the message names the file, the line(s) and what to do."""
+
+
+def _read_lines(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header and (line number, row) of every non-blank line; a line whose cells do not match the header
+    raises :class:`ResultsError` naming the file and the line."""
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None) or []
+        rows = []
+        for cells in reader:
+            if not cells or cells == [""]:
+                continue
+            if len(cells) != len(header):
+                shown = ",".join(cells)
+                raise ResultsError(
+                    f"{path}, line {reader.line_num}: {len(cells)} cells where the header has {len(header)} "
+                    f"({shown[:60]!r}{'...' if len(shown) > 60 else ''}): the line is damaged; restore the file "
+                    f"(git checkout -- {path}) or delete the line, and rerun the run it held")
+            rows.append((reader.line_num, dict(zip(header, cells))))
+    return header, rows
+
+
 def read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of ``path`` (empty when it does not exist)."""
+    """The header and rows of ``path`` (empty when it does not exist); a malformed line raises
+    :class:`ResultsError` naming the file and line."""
     path = Path(path)
     if not path.exists():
         return [], []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        return list(reader.fieldnames or []), list(reader)
+    header, rows = _read_lines(path)
+    return header, [row for _, row in rows]
+
+
+def _checked_rows(path: Path, key: tuple[str, ...], same: list[str],
+                  numeric: dict[str, type]) -> list[tuple[int, dict[str, str]]]:
+    """The rows of ``path`` with their line numbers, checked: each cell of ``numeric`` parses as its type, and no
+    ``key`` appears twice (identical on ``same``: a duplicated row; otherwise conflicting rows): either raises
+    :class:`ResultsError` naming the file and both lines."""
+    if not path.exists():
+        return []
+    _, rows = _read_lines(path)
+    seen: dict[tuple[str, ...], tuple[int, dict[str, str]]] = {}
+    for line, row in rows:
+        for column, kind in numeric.items():
+            try:
+                kind(row.get(column, ""))
+            except ValueError:
+                raise ResultsError(f"{path}, line {line}: {column} is {row.get(column)!r}, not a number: the line is "
+                                   f"damaged; restore the file (git checkout -- {path}) or delete the line") from None
+        k = tuple(row.get(c, "") for c in key)
+        if k in seen:
+            first, other = seen[k]
+            what = ", ".join(f"{c} {v}" for c, v in zip(key, k))
+            differs = [c for c in same if other.get(c, "") != row.get(c, "")]
+            if not differs:
+                raise ResultsError(f"{path}, lines {first} and {line}: the same row twice ({what}): a duplicate, "
+                                   f"which would count one run twice; delete one of the two lines")
+            detail = "; ".join(f"{c} {other.get(c)!r} vs {row.get(c)!r}" for c in differs[:3])
+            raise ResultsError(f"{path}, lines {first} and {line}: two different rows for {what} ({detail}): "
+                               f"conflicting results for one run; keep the one its run produced (rerun it to know) "
+                               f"and delete the other")
+        seen[k] = (line, row)
+    return rows
 
 
 def _atomic_write(path: Path, write: Any) -> None:
@@ -275,15 +365,66 @@ class ResultsDir:
         self.history = self.directory / f"{name}-history.csv"
         self.chance = self.directory / f"{name}-chance.csv"
         self.configs = self.directory / f"{name}-configs.json"
+        self.verify = self.directory / f"{name}-verify.csv"
+
+    def lock(self) -> Any:
+        """The results folder's lock (one writer at a time, from any process or host): every read-modify-write
+        of these files holds it."""
+        from .locks import FolderLock
+
+        return FolderLock(self.directory, f"record results of {self.name}", name=".tokenmix-results.lock",
+                          timeout=300.0)
+
+    # -- code that gives different results -----------------------------------------------------------------
+    def verifications(self) -> list[dict[str, str]]:
+        """The ledger of ``tokenmix compare --verify`` (:data:`VERIFY_COLUMNS`), oldest first."""
+        return [r for _, r in _checked_rows(self.verify, ("label", "seed", "row_code", "rerun_code", "date"),
+                                            VERIFY_COLUMNS, {"seed": int})]
+
+    def stale_codes(self) -> dict[str, str]:
+        """code -> why rows of that code are stale: a rerun of one of its rows under other code (and the same
+        config_hash) did not reproduce it. Reruns under the same code that differ show nondeterminism, not
+        staleness, and are left to :meth:`provenance_summary`."""
+        out: dict[str, str] = {}
+        for v in self.verifications():
+            if v["reproduced"] == "false" and v["row_code"] != v["rerun_code"]:
+                out[v["row_code"]] = (f"its code {v['row_code'] or '(unknown)'} gives other results than code "
+                                      f"{v['rerun_code']} (commit {v['rerun_commit'] or '?'}): {v['label']} seed "
+                                      f"{v['seed']} rerun {v['date']} gave {v['difference']}")
+        return out
+
+    def provenance_summary(self) -> list[dict[str, Any]]:
+        """Per code version of the recorded rows, in order of first appearance: its rows, commits, torch
+        versions, threads and CPUs, and what ``--verify`` found (reruns that reproduced it, and under which code;
+        reruns that did not)."""
+        groups: dict[str, dict[str, Any]] = {}
+        for row in self.rows().values():
+            code = row.get("code", "")
+            g = groups.setdefault(code, {"code": code, "rows": 0, "labels": set(), "commits": set(),
+                                         "torch": set(), "threads": set(), "cpu": set(), "reproduced": [],
+                                         "differs": []})
+            g["rows"] += 1
+            g["labels"].add(row["label"])
+            for column, name in (("commit", "commits"), ("torch", "torch"), ("threads", "threads"), ("cpu", "cpu")):
+                if row.get(column):
+                    g[name].add(row[column])
+        for v in self.verifications():
+            if v["row_code"] in groups:
+                groups[v["row_code"]]["reproduced" if v["reproduced"] == "true" else "differs"].append(v)
+        return list(groups.values())
 
     def rows(self) -> dict[tuple[str, int], dict[str, str]]:
-        """The recorded rows by (label, seed)."""
-        return {(r["label"], int(r["seed"])): r for r in read_csv(self.csv)[1]}
+        """The recorded rows by (label, seed), checked (:func:`_checked_rows`: a malformed, duplicated or
+        conflicting row raises :class:`ResultsError` naming the file and lines)."""
+        rows = _checked_rows(self.csv, ("label", "seed"), REPRODUCED_COLUMNS + [HASH_COLUMN],
+                             {"seed": int, "value": float})
+        return {(r["label"], int(r["seed"])): r for _, r in rows}
 
     def histories(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
-        """The recorded evaluations by (label, seed), numbers parsed."""
+        """The recorded evaluations by (label, seed), numbers parsed and checked like :meth:`rows`."""
         out: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        for row in read_csv(self.history)[1]:
+        for _, row in _checked_rows(self.history, ("label", "seed", "step"), HISTORY_COLUMNS, {"seed": int,
+                                                                                                  "step": int}):
             out.setdefault((row["label"], int(row["seed"])), []).append(typed(row))
         return out
 
@@ -296,7 +437,7 @@ class ResultsDir:
         recorded = row.get(HASH_COLUMN) or ""
         current = config_hash(config)
         if recorded == current:
-            return None
+            return self.stale_codes().get(row.get("code", ""))
         if not recorded:
             return "the row has no config_hash (written before hashes were recorded)"
         old = self.known_configs().get(recorded)
@@ -308,8 +449,18 @@ class ResultsDir:
         """Record one finished run: its row (with its config_hash), its evaluations, its config, and the chance
         file when ``task`` is given, is not language modelling, and the file is not there yet; commit them when
         asked. Returns the paths written."""
+        with self.lock():
+            written = self._save(row, columns, history, config, task)
+        if self.commit:
+            git_commit(written, f"{self.name}: {row['label']} seed {row['seed']} ({row['metric']} {row['value']})")
+        return written
+
+    def _save(self, row: dict[str, Any], columns: list[str], history: list[dict[str, Any]],
+              config: dict[str, Any], task: Any) -> list[Path]:
         digest = config_hash(config)
-        upsert_rows(self.csv, list(columns) + [HASH_COLUMN], [{**row, HASH_COLUMN: digest}])
+        self.rows()  # refuses to add to a damaged file
+        columns = list(columns) + [HASH_COLUMN] + [c for c in PROVENANCE_COLUMNS if c not in columns]
+        upsert_rows(self.csv, columns, [{**row, HASH_COLUMN: digest}])
         upsert_rows(self.history, HISTORY_COLUMNS, history_records(row["label"], row["seed"], history))
         used = {r.get(HASH_COLUMN) for r in read_csv(self.csv)[1]}
         configs = {h: c for h, c in self.known_configs().items() if h in used}
@@ -321,6 +472,11 @@ class ResultsDir:
             if chance is not None:
                 write_csv(self.chance, CHANCE_COLUMNS, [chance])
                 written.append(self.chance)
-        if self.commit:
-            git_commit(written, f"{self.name}: {row['label']} seed {row['seed']} ({row['metric']} {row['value']})")
         return written
+
+    def add_verifications(self, records: list[dict[str, Any]]) -> Path:
+        """Append ``records`` (:data:`VERIFY_COLUMNS`) to the ledger, under the lock; returns its path."""
+        with self.lock():
+            header, old = read_csv(self.verify)
+            write_csv(self.verify, VERIFY_COLUMNS, old + records)
+        return self.verify

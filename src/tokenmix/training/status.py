@@ -6,12 +6,22 @@ import contextlib
 import io
 import json
 from pathlib import Path
-from .checkpoint import Checkpointer
+from .checkpoint import Checkpointer, damaged_reason
+from .estimate import RECORD_DIR, estimate_time
 from .experiment import Experiment, plan_task
 from .results import ResultsDir, run_config
 from .sweep import CONFIG_FILE, RESULT_FILE, check_out_dir, plan, run_dir
 
 __all__ = ["sweep_status"]
+
+
+def _finished_history(path: Path) -> list[dict] | None:
+    """The history in the ``result.json`` at ``path``; None when the file is damaged (not JSON, not a result)."""
+    try:
+        history = json.loads(path.read_text())["history"]
+        return history if isinstance(history, list) and all("wall_s" in h for h in history) else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _duration(seconds: float) -> str:
@@ -24,8 +34,9 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
                  jobs: int = 1) -> str:
     """Per label: runs done (a row in ``results_dir`` with the run's config_hash, or ``result.json`` in
     ``out_dir``), partial (a checkpoint: its step / total) and remaining; the estimated time left (mean training
-    wall time of the finished runs of the label, else of all finished runs, times the remaining runs (a partial
-    one by its remaining fraction), over ``jobs``); the stale rows. Trains nothing."""
+    wall time of the finished runs of the label, else the recorded runs' in ``results_dir`` or docs/reproduction
+    (:mod:`tokenmix.training.estimate`), else of all finished runs, times the remaining runs (a partial one by its
+    remaining fraction), over ``jobs``); the stale rows. Trains nothing."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
@@ -45,17 +56,23 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     for p in planned:
         spec, folder = p.spec, run_dir(out, p.spec)
         row = recorded.get((spec.label, spec.seed))
-        reason = record.stale_reason(row, run_config(experiment, spec)) if row is not None else "absent"
+        reason = record.stale_reason(row, run_config(experiment, spec, experiment.threads(jobs))) if row is not None else "absent"
         if row is not None and reason is None:
             state[spec.key] = ("done", float(row["wall_s"] or 0.0), 0.0)
             continue
         if row is not None:
             stale.append(f"  {spec.label} seed {spec.seed}: {reason}")
         if use_out and (folder / RESULT_FILE).exists():
-            history = json.loads((folder / RESULT_FILE).read_text())["history"]
-            state[spec.key] = ("done", history[-1]["wall_s"] if history else 0.0, 0.0)
-            continue
+            history = _finished_history(folder / RESULT_FILE)
+            if history is not None:
+                state[spec.key] = ("done", history[-1]["wall_s"] if history else 0.0, 0.0)
+                continue
+            notes.append(f"{folder / RESULT_FILE}: damaged; the sweep will move it aside and train the run again")
         found = Checkpointer(str(folder), writes=False).find() if use_out else None
+        damage = damaged_reason(found) if found is not None else None
+        if damage is not None:
+            notes.append(f"{found}: damaged ({damage}); the sweep will move it aside")
+            found = None
         if found is not None:
             step = int(Checkpointer.read_state(found).get("step", 0))
             partial_text[spec.key] = f"seed{spec.seed} {step}/{p.total_steps}"
@@ -63,6 +80,9 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
         else:
             state[spec.key] = ("todo", None, 1.0)
     walls = [w for s, w, _ in state.values() if s == "done" and w is not None]
+    recorded_time = estimate_time(experiment.name, [p.spec for p in planned], [results_dir, RECORD_DIR],
+                                  steps={p.spec.key: p.total_steps for p in planned})
+    from_record = False  # whether a label's time left comes from the recorded runs
     header = ["label", "done", "remaining", "partial", "time left"]
     table, total_left = [], 0.0
     for label in dict.fromkeys(p.spec.label for p in planned):
@@ -72,6 +92,8 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
         mean = sum(mine) / len(mine) if mine else (sum(walls) / len(walls) if walls else None)
         left = sum(state[k][2] for k in keys)
         seconds = (mean or 0.0) * left
+        if not mine and recorded_time is not None and left > 0:
+            seconds, mean, from_record = sum(recorded_time.per_run[k] * state[k][2] for k in keys), 0.0, True
         total_left += seconds
         table.append([label, f"{len(done)}/{len(keys)}", str(len(keys) - len(done)),
                       ", ".join(partial_text[k] for k in keys if k in partial_text) or "-",
@@ -86,11 +108,13 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     partial = sum(1 for s, _, _ in state.values() if s == "partial")
     if finished == len(planned):
         eta = "nothing left"
-    elif not walls:
-        eta = "time left unknown (no finished run yet)"
+    elif not walls and recorded_time is None:
+        eta = "time left unknown (no finished run yet, and no recorded one to go by)"
     else:
-        eta = (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from the training wall "
-               f"time of the finished runs)")
+        sources = (["the finished runs"] if walls else []) + ([f"{recorded_time.recorded} recorded runs in "
+                                                                f"{recorded_time.csv}"] if from_record else [])
+        eta = (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from the training wall time "
+               f"of {' and '.join(sources)})")
     lines += ["", f"{finished}/{len(planned)} done, {len(planned) - finished} remaining ({partial} partial); {eta}"]
     if stale:
         lines += ["", "stale rows (train again, their rows will be replaced):"] + stale

@@ -24,32 +24,30 @@ without training) is :mod:`tokenmix.training.status`.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import queue
-import shutil
 import sys
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 from ..tasks import Task
 from ..validate import is_positive_int
+from .executor import RESULT_FILE, die_with_parent, read_result, run_dir, run_one, submit_runs
 from .experiment import Experiment, RunSpec, build_model, make_task, plan_task, to_toml
+from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
-from .loop import train
+from .locks import FolderLock
 from .power import attainable_lines
+from .provenance import PROVENANCE_COLUMNS
 from .results import COLUMNS, ResultsDir, result_row, run_config, typed
 
 __all__ = ["compare", "plan", "PlannedRun", "run_one", "run_dir", "check_out_dir", "dry_run_table", "RESULT_FILE",
            "CONFIG_FILE"]
 
-RESULT_FILE = "result.json"
 CONFIG_FILE = "config.toml"
 
 
@@ -90,40 +88,6 @@ def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[P
                              f"{task.info.name!r}'s training split is not known without its data")
         planned.append(PlannedRun(run, sum(p.numel() for p in model.parameters()), total))
     return task, planned
-
-
-def run_dir(out: Path, run: RunSpec) -> Path:
-    """The folder of ``run`` in the sweep folder ``out``."""
-    return out / "runs" / run.label / f"seed{run.seed}"
-
-
-def run_one(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: str, threads: int,
-            report: Callable[[str, int, int, float | None], None] | Any = None) -> dict[str, Any]:
-    """Train one run (in whatever process calls it) and write its ``result.json``; returns the result.
-
-    ``report`` is a callable or a queue (``put((key, step, total, metric))``), throttled to a few per second."""
-    torch.set_num_threads(threads)
-    experiment = Experiment.from_dict(experiment_dict)
-    task = make_task(experiment)
-    run = next(r for r in experiment.runs(task.info.kind) if r.label == label and r.seed == seed)
-    folder = run_dir(Path(out_dir), run)
-    model = build_model(task, run)
-    resume = (folder / "checkpoint").is_dir()
-    config = experiment.train_config(run, out_dir=str(folder), resume=resume, progress=False)
-    last = [0.0]
-
-    def on_step(step: int, total: int, metric: float | None) -> None:
-        now = time.monotonic()
-        if report is None or (now - last[0] < 0.5 and step < total):
-            return
-        last[0] = now
-        message = (run.key, step, total, metric)
-        report.put(message) if hasattr(report, "put") else report(*message)
-
-    result = asdict(train(task, model, config, on_step=on_step))
-    (folder / RESULT_FILE).write_text(json.dumps(result))
-    shutil.rmtree(folder / "checkpoint", ignore_errors=True)  # finished: result.json and best weights stay
-    return result
 
 
 class _Progress:
@@ -202,7 +166,8 @@ def check_out_dir(out: Path, experiment: Experiment) -> None:
 
 def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isolate: bool = True,
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
-            commit: bool = False) -> list[dict[str, Any]]:
+            commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None
+            ) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
@@ -210,25 +175,52 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
     ``dry_run`` plans (builds every model, prints the runs) and trains nothing; it loads no data where the task
     can state its shape without (:func:`~tokenmix.training.experiment.plan_task`). ``results_dir``/``commit``:
-    see the module docstring."""
+    see the module docstring. ``executor="submitit"`` trains the runs as cluster jobs with the submitit
+    parameters ``cluster_options`` (:func:`~tokenmix.training.executor.submit_runs`; ``jobs`` and ``isolate``
+    then do not apply).
+
+    While it trains, the sweep holds the lock of ``out_dir`` (:class:`~tokenmix.training.locks.FolderLock`): a
+    second sweep into the same folder is refused with :class:`~tokenmix.training.locks.LockHeld` naming this one,
+    and takes the lock over once this one is dead. ``out_dir`` and ``results_dir`` are checked writable before
+    anything trains (:class:`~tokenmix.training.files.FolderNotWritable`); a full disk stops the sweep with
+    :class:`~tokenmix.training.files.DiskFull` naming the file (finished runs are kept)."""
     if not is_positive_int(jobs):
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    if executor not in ("local", "submitit"):
+        raise ValueError(f"executor must be 'local' or 'submitit', got {executor!r}")
+    if cluster_options and executor != "submitit":
+        raise ValueError("cluster options (--cluster) need --executor submitit")
     out = Path(out_dir)
     if dry_run:  # as the task states itself where it can: no data loaded (or fetched)
-        print(dry_run_table(experiment, *plan(experiment, plan_task(experiment))))
+        print(dry_run_table(experiment, *plan(experiment, plan_task(experiment)), jobs=jobs, results_dir=results_dir))
         return []
     task, planned = plan(experiment)
+    for folder in (out, results_dir):
+        if folder is not None:
+            check_writable(folder)
+    with FolderLock(out, f"tokenmix compare {experiment.name}", timeout=0), disk_full_guard(out):
+        return _compare_locked(experiment, out, task, planned, jobs=jobs, isolate=isolate, progress=progress,
+                               results_dir=results_dir, commit=commit, executor=executor,
+                               cluster_options=cluster_options)
+
+
+def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list[PlannedRun], *, jobs: int,
+                    isolate: bool, progress: bool | None, results_dir: str | Path | None, commit: bool,
+                    executor: str, cluster_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """:func:`compare` once the out folder is locked."""
     check_out_dir(out, experiment)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_FILE).write_text(to_toml(experiment.to_dict()))
-    threads = experiment.train.get("threads") or max(1, (os.cpu_count() or 1) // jobs)
+    atomic_write_text(out / CONFIG_FILE, to_toml(experiment.to_dict()))
+    if executor == "submitit":
+        threads = int(experiment.train.get("threads") or (cluster_options or {}).get("cpus_per_task") or 1)
+    else:
+        threads = experiment.threads(jobs)
     results: dict[str, dict[str, Any]] = {}
     for p in planned:
-        path = run_dir(out, p.spec) / RESULT_FILE
-        if path.exists():
-            results[p.spec.key] = json.loads(path.read_text())
+        result = read_result(run_dir(out, p.spec))  # a damaged one is moved aside: the run trains again
+        if result is not None:
+            results[p.spec.key] = result
     record = ResultsDir(results_dir, experiment.name, commit=commit) if results_dir is not None else None
-    recorded = _recorded(record, experiment, task, planned, results) if record is not None else {}
+    recorded = _recorded(record, experiment, task, planned, results, threads) if record is not None else {}
     todo = [p for p in planned if p.spec.key not in results and p.spec.key not in recorded]
     if results or recorded:
         print(f"{len(results) + len(recorded)} of {len(planned)} runs already finished in {out}"
@@ -237,12 +229,17 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
 
     def finished(p: PlannedRun, result: dict[str, Any]) -> None:
         if record is not None:
-            record.save_run(result_row(experiment, p.spec, result), COLUMNS, result["history"],
-                            run_config(experiment, p.spec), task)
+            with disk_full_guard(record.directory):
+                record.save_run(result_row(experiment, p.spec, result), COLUMNS, result["history"],
+                                run_config(experiment, p.spec, threads), task)
 
-    bar = _Progress(planned, set(results) | set(recorded), progress)
     data = experiment.to_dict()
     _interrupt_on_sigterm()
+    if executor == "submitit":
+        results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
+                                   results_dir=results_dir, commit=commit, progress=progress))
+        todo = []
+    bar = _Progress(planned, set(results) | set(recorded), progress)
     try:
         if isolate:
             _run_pool(todo, data, str(out), threads, jobs, bar, results, finished)
@@ -263,12 +260,13 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
 
 
 def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun],
-              results: dict[str, dict[str, Any]]) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+              results: dict[str, dict[str, Any]], threads: int
+              ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
     """The runs ``record`` holds with their current config_hash and ``results`` lacks: key -> (row, history).
     Names the stale ones (they train again); records the runs finished in the out folder that it lacks."""
     rows, histories, found = record.rows(), record.histories(), {}
     for p in planned:
-        row, config = rows.get((p.spec.label, p.spec.seed)), run_config(experiment, p.spec)
+        row, config = rows.get((p.spec.label, p.spec.seed)), run_config(experiment, p.spec, threads)
         reason = record.stale_reason(row, config) if row is not None else None
         if row is not None and reason is not None:
             print(f"stale: {p.spec.key} in {record.csv}: {reason}; "
@@ -279,7 +277,7 @@ def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: l
                 record.save_run(result_row(experiment, p.spec, results[p.spec.key]), COLUMNS,
                                 results[p.spec.key]["history"], config, task)
         elif row is not None and reason is None:
-            found[p.spec.key] = ({c: typed(row).get(c, "") for c in COLUMNS},
+            found[p.spec.key] = ({c: typed(row).get(c, "") for c in COLUMNS + PROVENANCE_COLUMNS},
                                  histories.get((p.spec.label, p.spec.seed), []))
     return found
 
@@ -300,8 +298,10 @@ def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: i
               results: dict[str, dict[str, Any]], finished: Callable[[PlannedRun, dict[str, Any]], None]) -> None:
     """Train ``todo`` in fresh spawned processes, ``jobs`` at a time (one run per process)."""
     context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=context,
-                                                           max_tasks_per_child=1) as pool:
+    manager = SyncManager(ctx=context)
+    manager.start(die_with_parent, (os.getpid(),))  # workers and the manager die with this process, even by kill -9
+    with manager, ProcessPoolExecutor(max_workers=jobs, mp_context=context, max_tasks_per_child=1,
+                                      initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         messages = manager.Queue()
         pending: dict[Future, PlannedRun] = {}
         waiting = list(todo)
@@ -346,8 +346,12 @@ def _drain(messages: Any, bar: _Progress) -> None:
             bar.update(key, step, total, metric)
 
 
-def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun]) -> str:
-    """The resolved runs: label x seed, mixers, model settings, parameters, planned steps."""
+def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun], *, jobs: int = 1,
+                  results_dir: str | Path | None = None) -> str:
+    """The resolved runs: label x seed, mixers, model settings, parameters, planned steps; then the expected
+    training time at ``jobs`` from the runs recorded in ``results_dir`` or docs/reproduction, where there are."""
+    from .estimate import RECORD_DIR, estimate_line, estimate_time
+
     head = [f"experiment {experiment.name!r}: task {task.info.name} ({task.info.kind}, metric "
             f"{task.info.metric}), {len(planned)} runs", ""]
     rows = [["label", "seed", "mixer(s)", "model", "params", "steps"]]
@@ -360,5 +364,9 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "-" * len(lines[0]))
+    folders = [results_dir, RECORD_DIR]
+    estimate = estimate_time(experiment.name, [p.spec for p in planned], folders,
+                             steps={p.spec.key: p.total_steps for p in planned})
+    lines += ["", estimate_line(estimate, jobs, experiment.name, folders)]
     claims = attainable_lines(experiment)  # per claim: the smallest Holm-adjusted p the plan can reach
     return "\n".join(head + lines + ([""] + claims if claims else []))

@@ -1,0 +1,92 @@
+"""How long an experiment's runs take, from the training wall time its recorded runs took: the ``wall_s`` column
+of ``<name>.csv`` in a results folder (:mod:`tokenmix.training.results`). ``tokenmix compare --dry-run`` and
+``--status`` print it, and ``tokenmix report`` states it beside the command that reruns an experiment.
+
+``wall_s`` is a run's training time, evaluations not counted, on the machine that recorded it: the committed
+record in ``docs/reproduction`` was measured on 2 CPU cores, two runs at a time (``--jobs 2``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .experiment import RunSpec
+from .results import read_csv
+
+__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "estimate_line", "hours"]
+
+RECORD_DIR = Path("docs/reproduction")  # the committed record, relative to a checkout
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """Per run (:attr:`RunSpec.key`), its expected training seconds; the CSV they come from and its rows used."""
+
+    per_run: dict[str, float]
+    csv: Path
+    recorded: int
+
+    @property
+    def seconds(self) -> float:
+        """Every run's training time, one after the other."""
+        return sum(self.per_run.values())
+
+
+def hours(seconds: float) -> str:
+    """``seconds`` in hours (one decimal), or in minutes below a tenth of an hour."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 360 else f"{seconds / 60:.0f} min"
+
+
+def _wall(row: dict[str, str]) -> float | None:
+    try:
+        value = float(row.get("wall_s") or "")
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def _scaled(row: dict[str, str], wall: float, steps: int | None) -> float:
+    """A recorded run's wall time for a run of ``steps`` planned steps: shortened in proportion when fewer steps
+    are planned than it took (a shorter budget), never lengthened (it may have stopped early)."""
+    try:
+        took = int(row.get("steps") or 0)
+    except ValueError:
+        took = 0
+    return wall * min(1.0, steps / took) if steps is not None and took > 0 else wall
+
+
+def estimate_time(name: str, runs: Sequence[RunSpec], folders: Iterable[str | Path | None],
+                  steps: dict[str, int] | None = None) -> TimeEstimate | None:
+    """The expected training time of ``runs`` of the experiment ``name`` from the first of ``folders`` whose
+    ``<name>.csv`` has rows with a wall time: each run its own recorded row's, else the mean of its label's
+    rows, else the mean of all rows; with ``steps`` (planned steps per :attr:`RunSpec.key`) each recorded time
+    is shortened to the planned steps where fewer are planned. None when no folder has such rows."""
+    seen: set[Path] = set()
+    for folder in folders:
+        if folder is None or Path(folder).resolve() in seen:
+            continue
+        seen.add(Path(folder).resolve())
+        csv = Path(folder) / f"{name}.csv"
+        rows = [(row, wall) for row in read_csv(csv)[1] if (wall := _wall(row)) is not None]
+        if not rows:
+            continue
+        per_run = {}
+        for run in runs:
+            planned = (steps or {}).get(run.key)
+            mine = [(row, wall) for row, wall in rows if (row["label"], int(row["seed"])) == (run.label, run.seed)]
+            label = [(row, wall) for row, wall in rows if row["label"] == run.label]
+            chosen = mine or label or rows
+            per_run[run.key] = sum(_scaled(row, wall, planned) for row, wall in chosen) / len(chosen)
+        return TimeEstimate(per_run, csv, len(rows))
+    return None
+
+
+def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: Iterable[str | Path | None]) -> str:
+    """One line: the estimate at ``jobs`` runs at a time, or why there is none."""
+    if estimate is None:
+        where = " or ".join(dict.fromkeys(str(Path(f) / f"{name}.csv") for f in folders if f is not None))
+        return f"estimated time: no estimate (no recorded run with a wall time in {where})"
+    return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (from {estimate.recorded} "
+            f"recorded runs' training wall time in {estimate.csv}, evaluations not counted)")

@@ -1,0 +1,166 @@
+"""``tokenmix compare --verify K``: rerun recorded rows and say which reproduce exactly.
+
+A row of a results folder (:mod:`tokenmix.training.results`) records its ``config_hash`` and the ``code`` that
+produced it (:mod:`tokenmix.training.provenance`). Most code changes leave what a run computes alone; some do not
+(an initialisation, a kernel's summation order), and only a rerun can tell. ``--verify K`` reruns, per label,
+``K`` recorded rows whose config is the current one, chosen by seed (:func:`choose`: the code versions of the
+label's rows in turn, oldest first, each time its smallest seed not yet chosen, so that ``K`` at least the number
+of code versions reaches every one), with the current code, and compares the rerun with the row on every column
+the weights determine (:data:`~tokenmix.training.results.REPRODUCED_COLUMNS` and the evaluations'
+:data:`~tokenmix.training.results.REPRODUCED_HISTORY`, as rounded in the CSVs; times, memory and provenance are
+measurements, not results). Each rerun is appended to ``<name>-verify.csv``.
+
+A rerun that differs under other code shows that the row's code gives other results: every row of that code is
+then stale (:meth:`~tokenmix.training.results.ResultsDir.stale_codes`): ``tokenmix report`` lists them and leaves
+them out of every mean and test, and ``tokenmix compare --results`` trains them again. The differing rerun,
+a run of the current code with the same config, replaces its row at once. A rerun that differs under the same
+code is nondeterminism, said as such (the rows are kept).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from .experiment import Experiment
+from .provenance import code_version, git_state
+from .results import (COLUMNS, ResultsDir, config_hash, history_records, reproduction_difference, result_row,
+                      run_config, typed)
+from .sweep import RESULT_FILE, compare, plan, run_dir
+
+__all__ = ["choose", "verify", "verify_plan"]
+
+
+def choose(rows: list[dict[str, str]], k: int) -> list[dict[str, str]]:
+    """Up to ``k`` of one label's ``rows`` (in file order): the code versions in order of first appearance,
+    taken in turn, each giving its smallest seed not yet taken."""
+    by_code: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_code.setdefault(row.get("code", ""), []).append(row)
+    queues = [sorted(group, key=lambda r: int(r["seed"])) for group in by_code.values()]
+    chosen: list[dict[str, str]] = []
+    while len(chosen) < k and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < k:
+                chosen.append(queue.pop(0))
+    return chosen
+
+
+def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: int = 1
+                ) -> tuple[list[dict[str, str]], list[str]]:
+    """The rows ``--verify k`` reruns (their config current), and a line per row it cannot (config changed)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"--verify takes a positive number of rows per label, got {k!r}")
+    record = ResultsDir(results_dir, experiment.name)
+    if not record.csv.exists():
+        raise ValueError(f"--verify: {record.csv} does not exist: nothing recorded to verify")
+    task, planned = plan(experiment, _plan_task(experiment))
+    threads = experiment.threads(jobs)
+    current = {(p.spec.label, p.spec.seed): config_hash(run_config(experiment, p.spec, threads)) for p in planned}
+    rows, skipped = record.rows(), []
+    chosen: list[dict[str, str]] = []
+    for label in dict.fromkeys(p.spec.label for p in planned):
+        usable = []
+        for (row_label, seed), row in rows.items():
+            if row_label != label:
+                continue
+            if current.get((label, seed)) != row.get("config_hash"):
+                skipped.append(f"{label} seed {seed}: its config is not the file's now (compare --results trains "
+                               f"it again); not verified")
+            else:
+                usable.append(row)
+        chosen += choose(usable, k)
+    return chosen, skipped
+
+
+def _plan_task(experiment: Experiment) -> Any:
+    from .experiment import plan_task
+
+    return plan_task(experiment)
+
+
+def _only(experiment: Experiment, labels: list[str], seed: int) -> Experiment:
+    """``experiment`` restricted to the entries ``labels`` and the one ``seed`` (same run configs)."""
+    data = experiment.to_dict()
+    baseline = [label for label in labels if label not in {e["label"] for e in data["mixers"]}]
+    data["mixers"] = [e for e in data["mixers"] if e["label"] in labels] + [{"label": b, "name": b}
+                                                                             for b in baseline]
+    data["report"] = {**data["report"], "baseline": False}
+    data["seeds"] = [seed]
+    data.pop("claims", None)
+    data.pop("paper", None)
+    return Experiment.from_dict(data)
+
+
+def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str | Path, *, jobs: int = 1,
+           progress: bool | None = None, commit: bool = False, dry_run: bool = False) -> list[dict[str, Any]]:
+    """Rerun ``k`` recorded rows per label into ``out_dir`` and compare (see the module docstring); returns the
+    ledger records it added (nothing with ``dry_run``, which prints the chosen rows and their recorded time)."""
+    chosen, skipped = verify_plan(experiment, results_dir, k, jobs)
+    for line in skipped:
+        print(line, flush=True)
+    hours = sum(float(r.get("wall_s") or 0.0) for r in chosen) / 3600 / jobs
+    print(f"verify {experiment.name}: {len(chosen)} rows to rerun ({hours:.1f} h at --jobs {jobs} by their "
+          f"recorded wall time): " + ", ".join(f"{r['label']} seed {r['seed']} (code {r.get('code') or '?'})"
+                                               for r in chosen), flush=True)
+    if dry_run or not chosen:
+        return []
+    record = ResultsDir(results_dir, experiment.name, commit=commit)
+    histories = record.histories()
+    code, (commit_id, clean) = code_version(), git_state()
+    threads = experiment.threads(jobs)
+    by_seed: dict[int, list[str]] = {}
+    for row in chosen:
+        by_seed.setdefault(int(row["seed"]), []).append(row["label"])
+    added: list[dict[str, Any]] = []
+    for seed, labels in by_seed.items():
+        part = _only(experiment, labels, seed)
+        tag = hashlib.sha256(json.dumps(sorted(labels)).encode()).hexdigest()[:6]
+        out = Path(out_dir) / code / f"seed{seed}-{tag}"
+        compare(part, out, jobs=jobs, progress=progress)
+        task, planned = plan(part, _plan_task(part))
+        for p in planned:
+            result = json.loads((run_dir(out, p.spec) / RESULT_FILE).read_text())
+            rerun = result_row(experiment, p.spec, result)
+            rerun_history = history_records(p.spec.label, seed, result["history"])
+            old = rows_of(record, p.spec.label, seed)
+            difference = reproduction_difference(old, histories.get((p.spec.label, seed), []), rerun, rerun_history)
+            prov = result.get("provenance", {})
+            added.append({"label": p.spec.label, "seed": seed, "config_hash": old.get("config_hash", ""),
+                          "row_code": old.get("code", ""), "rerun_code": prov.get("code", code),
+                          "rerun_commit": prov.get("commit", commit_id), "rerun_clean": prov.get("clean", clean),
+                          "torch": prov.get("torch", ""), "threads": prov.get("threads", threads),
+                          "cpu": prov.get("cpu", ""), "reproduced": "true" if difference is None else "false",
+                          "difference": difference or "",
+                          "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")})
+            if difference is not None and old.get("code", "") != prov.get("code", code):
+                # a run of the current code with the row's config: it replaces the stale row at once
+                record.save_run(rerun, COLUMNS, result["history"], run_config(experiment, p.spec, threads),
+                                task)
+    record.add_verifications(added)
+    print(verify_table(added), flush=True)
+    return added
+
+
+def rows_of(record: ResultsDir, label: str, seed: int) -> dict[str, Any]:
+    return typed(record.rows()[(label, seed)])
+
+
+def verify_table(records: list[dict[str, Any]]) -> str:
+    """One line per rerun: reproduced exactly, or the first difference and what it means."""
+    lines = []
+    for r in records:
+        if r["reproduced"] == "true":
+            what = "reproduced exactly"
+        elif r["row_code"] == r["rerun_code"]:
+            what = f"DIFFERS under the same code (nondeterminism): {r['difference']}"
+        else:
+            what = (f"DIFFERS: {r['difference']}; rows of code {r['row_code'] or '(unknown)'} are stale (this rerun "
+                    f"replaced its row; compare --results trains the others again)")
+        lines.append(f"  {r['label']} seed {r['seed']} (code {r['row_code'] or '?'} -> {r['rerun_code']}): {what}")
+    same = sum(r["reproduced"] == "true" for r in records)
+    return "\n".join([f"verified {len(records)} rows: {same} reproduced exactly, {len(records) - same} differ"]
+                     + lines)

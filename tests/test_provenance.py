@@ -1,0 +1,194 @@
+"""Rows you can trust: provenance on every row, checked results files, ``compare --verify`` and rows the report
+will not pool (tokenmix.training.provenance, results, verify; tokenmix.report.document.not_pooled)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tokenmix.training.sweep as sweep_module
+from tokenmix.training.experiment import load_experiment
+from tokenmix.training.provenance import PROVENANCE_COLUMNS, code_version, code_version_at, provenance
+from tokenmix.training.results import (HASH_COLUMN, ResultsDir, ResultsError, config_hash, read_csv, run_config,
+                                       write_csv)
+from tokenmix.training.sweep import compare
+from tokenmix.training.verify import choose, verify
+
+TINY = ["task.name='recall'", "model.dim=16", "model.depth=1", "train.max_steps=6", "train.eval_every=3",
+        "train.batch_size=16", "seeds=[0, 1]", "mixers=['relation']", "report.plots=[]", "train.threads=1"]
+
+
+def tiny(*sets: str):
+    return load_experiment(None, [*TINY, *sets])
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """relation and the mlp baseline, seeds 0 and 1, recorded in docs/."""
+    root = tmp_path_factory.mktemp("prov")
+    experiment = tiny()
+    compare(experiment, root / "out", isolate=False, progress=False, results_dir=root / "docs")
+    return root, experiment
+
+
+def copy_docs(recorded, tmp_path: Path) -> Path:
+    root, _ = recorded
+    shutil.copytree(root / "docs", tmp_path / "docs")
+    return tmp_path / "docs"
+
+
+# -- provenance ------------------------------------------------------------------------------------------------
+def test_every_recorded_row_says_what_produced_it(recorded):
+    root, experiment = recorded
+    header, rows = read_csv(root / "docs" / f"{experiment.name}.csv")
+    assert header[-len(PROVENANCE_COLUMNS):] == PROVENANCE_COLUMNS
+    import torch
+
+    for row in rows:
+        assert row["code"] == code_version() and len(row["code"]) == 12
+        assert row["threads"] == "1" and row["torch"] == torch.__version__ and row["cpu"]
+    assert read_csv(root / "out" / "results.csv")[0][-len(PROVENANCE_COLUMNS):] == PROVENANCE_COLUMNS
+
+
+def test_threads_identify_a_run():
+    experiment = tiny()
+    run = experiment.runs("classification")[0]
+    assert config_hash(run_config(experiment, run, 1)) != config_hash(run_config(experiment, run, 2))
+    assert tiny().threads(jobs=2) == 1  # fixed by the file, whatever --jobs is
+    free = load_experiment(None, [t for t in TINY if "threads" not in t])
+    import os
+
+    assert free.threads(jobs=1) == max(1, os.cpu_count() or 1) and free.threads(jobs=64) == 1
+
+
+def test_code_version_of_a_commit_is_that_of_its_files(tmp_path):
+    package = tmp_path / "src" / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "b.py").write_text("y = 2\n")
+    (package / "data.txt").write_text("not code\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "one"], check=True)
+    assert code_version_at(tmp_path, "HEAD", "src/pkg") == code_version(package)
+    (package / "a.py").write_text("x = 3\n")
+    assert code_version(package) != code_version.__wrapped__(package)  # cached: read once per process
+    assert code_version.__wrapped__(package) != code_version_at(tmp_path, "HEAD", "src/pkg")
+    assert code_version_at(tmp_path, "no-such-commit", "src/pkg") is None
+
+
+def test_provenance_outside_a_checkout_still_names_the_code():
+    got = provenance(3)
+    assert set(got) == set(PROVENANCE_COLUMNS) and got["threads"] == 3 and got["code"] == code_version()
+    assert got["clean"] in ("true", "false") and len(got["commit"]) == 12  # this checkout
+
+
+# -- checked results files -------------------------------------------------------------------------------------
+def test_a_malformed_line_names_file_and_line(recorded, tmp_path):
+    docs = copy_docs(recorded, tmp_path)
+    path = docs / f"{recorded[1].name}.csv"
+    path.write_text(path.read_text() + "garbage,line\n")
+    with pytest.raises(ResultsError, match=rf"{path.name}, line 6: 2 cells where the header has"):
+        ResultsDir(docs, recorded[1].name).rows()
+    header, rows = read_csv(recorded[0] / "docs" / path.name)
+    write_csv(path, header, rows[:1] + [{**rows[1], "seed": "x"}])
+    with pytest.raises(ResultsError, match=r"line 3: seed is 'x', not a number"):
+        ResultsDir(docs, recorded[1].name).rows()
+
+
+def test_duplicated_and_conflicting_rows_are_refused_naming_both_lines(recorded, tmp_path):
+    docs = copy_docs(recorded, tmp_path)
+    record = ResultsDir(docs, recorded[1].name)
+    header, rows = read_csv(record.csv)
+    write_csv(record.csv, header, rows + [rows[0]])
+    with pytest.raises(ResultsError, match=r"lines 2 and 6: the same row twice \(label relation, seed 0\)"):
+        record.rows()
+    write_csv(record.csv, header, rows + [{**rows[0], "value": "0.9"}])
+    with pytest.raises(ResultsError, match=r"lines 2 and 6: two different rows for label relation, seed 0 "
+                                           r"\(value '.*' vs '0.9'\)"):
+        record.rows()
+    experiment = recorded[1]
+    run = experiment.runs("classification")[0]
+    with pytest.raises(ResultsError):  # nothing is added to a damaged file
+        record.save_run(rows[0], list(header), [], run_config(experiment, run, 1))
+    history = record.history
+    h_header, h_rows = read_csv(history)
+    write_csv(history, h_header, h_rows + [h_rows[0]])
+    with pytest.raises(ResultsError, match="history.csv, lines 2 and"):
+        record.histories()
+
+
+def test_cli_names_a_damaged_results_file(recorded, tmp_path, capsys):
+    from tokenmix.cli import main
+
+    docs = copy_docs(recorded, tmp_path)
+    path = docs / f"{recorded[1].name}.csv"
+    path.write_text(path.read_text() + "1,2,3\n")
+    args = ["compare", *sum((["--set", s] for s in TINY), []), "--results", str(docs), "--out", str(tmp_path / "o")]
+    for extra in (["--status"], []):
+        with pytest.raises(SystemExit, match=rf"{path.name}, line 6"):
+            main(args + extra)
+
+
+# -- --verify ----------------------------------------------------------------------------------------------
+def test_choose_takes_each_code_version_in_turn_smallest_seed_first():
+    rows = [{"seed": s, "code": c} for s, c in [(3, "a"), (1, "a"), (0, "b"), (2, "b"), (5, "c")]]
+    assert [(r["code"], r["seed"]) for r in choose(rows, 4)] == [("a", 1), ("b", 0), ("c", 5), ("a", 3)]
+    assert len(choose(rows, 10)) == 5
+
+
+def test_verify_reproduces_rows_of_the_same_code(recorded, tmp_path):
+    docs = copy_docs(recorded, tmp_path)
+    added = verify(recorded[1], docs, 1, tmp_path / "verify", progress=False)
+    assert [(r["label"], r["seed"], r["reproduced"]) for r in added] == [("relation", 0, "true"), ("mlp", 0, "true")]
+    ledger = ResultsDir(docs, recorded[1].name).verifications()
+    assert [r["reproduced"] for r in ledger] == ["true", "true"] and ledger[0]["rerun_code"] == code_version()
+    assert ResultsDir(docs, recorded[1].name).stale_codes() == {}
+
+
+def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled(recorded, tmp_path):
+    docs = copy_docs(recorded, tmp_path)
+    experiment, record = recorded[1], ResultsDir(docs, recorded[1].name)
+    header, rows = read_csv(record.csv)
+    # both relation rows "from older code", seed 0's with another result
+    old = [{**r, "code": "0123456789ab"} if r["label"] == "relation" else r for r in rows]
+    old[0]["value"] = "0.123"
+    write_csv(record.csv, header, old)
+    added = verify(experiment, docs, 1, tmp_path / "verify", progress=False)
+    relation = next(r for r in added if r["label"] == "relation")
+    assert relation["reproduced"] == "false" and relation["difference"].startswith("value 0.123 -> ")
+    stale = record.stale_codes()
+    assert list(stale) == ["0123456789ab"] and "relation seed 0" in stale["0123456789ab"]
+    now = record.rows()
+    assert now[("relation", 0)]["code"] == code_version()  # the rerun replaced the stale row
+    run1 = next(r for r in experiment.runs("classification") if r.label == "relation" and r.seed == 1)
+    assert "gives other results" in record.stale_reason(now[("relation", 1)], run_config(experiment, run1, 1))
+    # the report pools neither it nor a row of a config the file no longer gives
+    from tokenmix.report.document import not_pooled
+    from tokenmix.report.sections import Study
+
+    study = Study(file="x.toml", experiment=experiment, paper=None, claims=[])
+    excluded, summary = not_pooled(study, docs)
+    assert list(excluded) == [("relation", 1)]
+    assert {g["code"]: g["rows"] for g in summary} == {code_version(): 3, "0123456789ab": 1}
+    changed = tiny("train.lr=0.5")
+    excluded, _ = not_pooled(Study(file="x.toml", experiment=changed, paper=None, claims=[]), docs)
+    assert set(excluded) == {("relation", 0), ("relation", 1), ("mlp", 0), ("mlp", 1)}
+    assert "train.lr" in excluded[("mlp", 0)]
+    # and compare --results trains the stale row again, and only it
+    trained = []
+    real = sweep_module.run_one
+
+    def spy(*args, **kwargs):
+        trained.append(args[1:3])
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sweep_module, "run_one", spy)
+        compare(experiment, tmp_path / "again", isolate=False, progress=False, results_dir=docs)
+    assert trained == [("relation", 1)]
+    assert record.rows()[("relation", 1)]["code"] == code_version() and not_pooled(study, docs)[0] == {}
