@@ -17,6 +17,7 @@ from tokenmix.cli import WIDTH, main
 from tokenmix.training.experiment import (DEFAULT_EXPERIMENT, Experiment, load_experiment, parse_overrides, skip_reason,
                                          to_toml)
 from tokenmix.training.power import attainable_lines
+from tokenmix.training.provenance import PROVENANCE_COLUMNS
 from tokenmix.training.results import COLUMNS
 from tokenmix.training.sweep import compare, plan
 
@@ -157,7 +158,7 @@ def test_a_sweep_writes_every_output(tiny_run):
         assert (out / name).stat().st_size > 0
     with open(out / "results.csv") as f:
         table = list(csv.DictReader(f))
-    assert list(table[0]) == COLUMNS
+    assert list(table[0]) == COLUMNS + PROVENANCE_COLUMNS  # each row says what produced it
     assert {(r["label"], r["seed"]) for r in table} == {(m, s) for m in ("softmax", "relation", "mlp")
                                                          for s in ("0", "1")}
     assert all(r["metric"] == "accuracy" and 0.0 <= float(r["value"]) <= 1.0 for r in table)

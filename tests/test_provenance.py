@@ -148,6 +148,8 @@ def test_verify_reproduces_rows_of_the_same_code(recorded, tmp_path):
     ledger = ResultsDir(docs, recorded[1].name).verifications()
     assert [r["reproduced"] for r in ledger] == ["true", "true"] and ledger[0]["rerun_code"] == code_version()
     assert ResultsDir(docs, recorded[1].name).stale_codes() == {}
+    again = verify(recorded[1], docs, 1, tmp_path / "verify", progress=False)  # the rows not rerun yet
+    assert [(r["label"], r["seed"], r["reproduced"]) for r in again] == [("relation", 1, "true"), ("mlp", 1, "true")]
 
 
 def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled(recorded, tmp_path):

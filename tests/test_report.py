@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from itertools import combinations
 from pathlib import Path
 
@@ -408,8 +409,8 @@ def test_an_unfinished_sweep_is_said_so_and_another_version_is_flagged(tmp_path)
     complete = _report_of(tmp_path, name, in_five, five)
     assert "Sweep not finished" not in complete and "earlier version" not in complete
     assert "| **pending (sweep not finished)**" not in complete
-    fewer = _report_of(tmp_path, name, in_five, five[:4])
-    assert "**These results come from an earlier version of" in fewer
+    fewer = _report_of(tmp_path, name, in_five, five[:4])  # rows of a seed the file no longer plans: never pooled
+    assert "**10 recorded rows are not pooled**" in fewer and "(label or seed not planned there)" in fewer
 
 
 def test_attainable_and_the_dry_run_warning(tmp_path, capsys):
@@ -455,3 +456,27 @@ def test_the_rerun_command_goes_to_a_new_folder_with_its_expected_time(tmp_path)
     assert "measured on 2 CPU cores" in command and "--results docs/reproduction" not in command
     (tmp_path / "000-time-to-accuracy.csv").write_text("label,seed,steps,wall_s\n")
     assert "no expected time yet" in run_here(study, tmp_path)[-1]
+
+
+def test_rows_the_file_no_longer_gives_are_listed_and_never_pooled(tmp_path):
+    name = "001-kerformer-fashion"
+    data, experiments = tmp_path / "data", tmp_path / "experiments"
+    data.mkdir()
+    experiments.mkdir()
+    for suffix in (".csv", "-history.csv", "-configs.json", "-chance.csv"):
+        shutil.copy(DATA / f"{name}{suffix}", data)
+    text = (ROOT / "experiments" / f"{name}.toml").read_text()
+    changed = re.sub(r"(?m)^max_steps = 3000$", "max_steps = 2000", text, count=1)
+    assert changed != text
+    (experiments / f"{name}.toml").write_text(changed)
+    out = tmp_path / "reproduction.md"
+    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(experiments),
+                 "--no-plots"]) == 0
+    report = out.read_text()
+    assert "**35 recorded rows are not pooled**" in report and "train.max_steps: 3000 -> 2000" in report
+    assert "**No recorded row is a run of the file as it stands**" in report
+    assert "| **holds** |" not in report.split("## Summary")[0]  # no verdict from the old runs
+    lines = (data / f"{name}.csv").read_text().splitlines()
+    (data / f"{name}.csv").write_text("\n".join(lines + [lines[1]]) + "\n")  # a duplicated row
+    with pytest.raises(SystemExit, match=rf"{name}.csv, lines 2 and 37: the same row twice"):
+        main(["report", "--data", str(data), "--out", str(out), "--experiments", str(experiments), "--no-plots"])

@@ -41,6 +41,18 @@ collect_results = _script("collect_results")
 
 
 # -- fixtures ----------------------------------------------------------------------------------------------
+def write_rows(data: Path, name: str, rows: list[dict]) -> None:
+    """``rows`` of ``experiments/<name>.toml`` with the config_hash its runs have (so the report pools them)."""
+    from tokenmix.tasks import task_info
+    from tokenmix.training.results import HASH_COLUMN, ROW_COLUMNS, config_hash, run_config
+
+    experiment = load_experiment(ROOT / "experiments" / f"{name}.toml")
+    runs = {(r.label, r.seed): r for r in experiment.runs(task_info(experiment.task["name"]).kind)}
+    hashed = [{**row, HASH_COLUMN: config_hash(run_config(experiment, runs[(row["label"], int(row["seed"]))],
+                                                          experiment.threads()))} for row in rows]
+    collect_results.write_csv(data / f"{name}.csv", ROW_COLUMNS, hashed)
+
+
 def _row(name: str, label: str, seed: int, metric: str = "accuracy", **values: float | str) -> dict:
     row = {"experiment": name, "task": "t", "label": label, "mixer": label, "seed": seed, "params": 1000,
            "metric": metric, "value": 0.7, "best_val": 0.7, "best_epoch": 1.0, "steps": 10, "time_per_epoch_s": 1.0,
@@ -83,7 +95,7 @@ def write_000(data: Path, relation_steps: list[float], chance: float = 0.17) -> 
             value = chance + (0.001 * (seed - 2) if label == "mlp" else 0.1)
             rows.append(_row(name, label, seed, value=value))
             history += _history(label, seed, [0.7] * len(metrics), metrics)
-    collect_results.write_csv(data / f"{name}.csv", COLUMNS, rows)
+    write_rows(data, name, rows)
     collect_results.write_csv(data / f"{name}-history.csv", collect_results.HISTORY_COLUMNS, history)
     collect_results.write_csv(data / f"{name}-chance.csv", collect_results.CHANCE_COLUMNS,
                               [{"majority_class": 0, "train_rate": chance, "test_rate": chance}])
@@ -103,7 +115,7 @@ def write_004(data: Path) -> None:
             rows.append(_row(name, label, seed, metric="perplexity", value=math.exp(cost), best_val=math.exp(cost),
                              steps=30))
             history += _history(label, seed, [9.0, cost + 0.01 * seed, cost - 1.0])
-    collect_results.write_csv(data / f"{name}.csv", COLUMNS, rows)
+    write_rows(data, name, rows)
     collect_results.write_csv(data / f"{name}-history.csv", collect_results.HISTORY_COLUMNS, history)
 
 
@@ -325,7 +337,7 @@ def test_missing_label_is_not_measured(tmp_path):
     data.mkdir()
     write_004(data)
     rows = [r for r in read_csv(data / "004-extractors-lm.csv") if r["label"] != "ME"]
-    collect_results.write_csv(data / "004-extractors-lm.csv", COLUMNS, rows)
+    write_rows(data, "004-extractors-lm", rows)
     part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Chen (2023)")
     assert "**not measured**: no data for ME" in part
 

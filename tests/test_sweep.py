@@ -235,3 +235,20 @@ def test_collect_results_writes_the_same_record(sweep, tmp_path):
     collect_results.collect(root / "out", tmp_path, chance=False)
     for suffix in (".csv", "-history.csv"):
         assert read_csv(tmp_path / f"{experiment.name}{suffix}") == read_csv(docs / f"{experiment.name}{suffix}")
+
+
+def test_status_before_any_run_estimates_the_time_from_recorded_runs(tmp_path, monkeypatch, capsys):
+    import tokenmix.training.status as status
+
+    monkeypatch.setattr(status, "RECORD_DIR", tmp_path / "record")  # not this checkout's docs/reproduction
+    command = ["compare", *[x for s in TINY for x in ("--set", s)], "--out", str(tmp_path / "out"), "--status",
+               "--jobs", "2"]
+    assert main(command) == 0
+    assert "time left unknown (no finished run yet, and no recorded one to go by)" in capsys.readouterr().out
+    (tmp_path / "record").mkdir()
+    (tmp_path / "record" / "listops.csv").write_text("label,seed,steps,wall_s\nrelation,0,6,600\nmlp,0,12,480\n")
+    assert main(command) == 0
+    text = capsys.readouterr().out
+    # relation 600 s, mlp half of its 12-step row's 480 s (6 steps planned): 840 s over 2 jobs
+    assert ("0/2 done, 2 remaining (0 partial); estimated time left 7 min 0 s at --jobs 2 (from the training wall "
+            f"time of 2 recorded runs in {tmp_path / 'record' / 'listops.csv'})") in text

@@ -17,7 +17,7 @@ from ..training.claims import PaperText, check_labels, parse_claims, parse_paper
 from ..training.experiment import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .measures import ExperimentData, load_data
-from .sections import Study, harness_section, measured_section, run_here
+from .sections import Study, harness_section, measured_section, not_pooled_note, provenance_note, run_here
 from .tables import table
 from .verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, RULES, Outcome
 
@@ -120,6 +120,10 @@ def study_section(study: Study, data: Path, out: Path, plots: bool,
         lines += harness
     elif found.runs is None:
         lines += [f"**Not run yet.** Run `tokenmix compare --config {study.file}`; no verdicts until then.", ""]
+    elif not found.runs:  # every recorded row is stale: nothing to pool
+        lines += [not_pooled_note(found), "", *provenance_note(found), "",
+                  f"**No recorded row is a run of the file as it stands**: no table and no verdicts until "
+                  f"`tokenmix compare --config {study.file} --results {data}` has trained them again.", ""]
     else:
         measured, outcomes = measured_section(study, found, data, out, plots, level)
         lines += measured

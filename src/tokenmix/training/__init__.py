@@ -3,8 +3,10 @@
 Within the package, lower modules never import higher ones:
 
 * the sweep (``tokenmix compare``): :mod:`.sweep` plans every run of an experiment, trains them in fresh
-  processes and resumes an interrupted sweep; :mod:`.status` says what a sweep has done and has left
-  (``--status``);
+  processes and resumes an interrupted sweep; :mod:`.executor` trains one run (``run_one``) or a sweep's runs as
+  cluster jobs (submitit); :mod:`.status` says what a sweep has done and has left (``--status``);
+* safe files: :mod:`.locks` (a folder lock that holds on NFS: one sweep per out folder, one writer per results
+  folder) and :mod:`.files` (atomic writes, writable folders, a full disk named, damaged files moved aside);
 * what a sweep writes and reads: :mod:`.results` (the committed CSVs, the config hash that keys them, git
   commits), :mod:`.leaderboard` (``results.csv``, ``report.md``, the plots), :mod:`.power` (the smallest p each
   claim's design can reach, ``--dry-run``);

@@ -197,6 +197,15 @@ def _submitit() -> Any:
     return submitit
 
 
+def _last_error_line(error: BaseException) -> str:
+    """The last line of the traceback in a submitit ``FailedJobError`` (between its dashed rules), or of
+    ``error``."""
+    parts = str(error).split("-" * 22)
+    text = parts[1] if len(parts) > 2 else str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else repr(error)
+
+
 def submit_runs(runs: list[RunSpec], experiment_dict: dict[str, Any], out: Path, threads: int, *,
                 options: dict[str, Any] | None = None, results_dir: str | Path | None = None, commit: bool = False,
                 progress: bool | None = None) -> dict[str, dict[str, Any]]:
@@ -252,8 +261,7 @@ def submit_runs(runs: list[RunSpec], experiment_dict: dict[str, Any], out: Path,
                 bar.update(1)
                 error = submitted.exception()
                 if error is not None:
-                    lines = [line for line in str(error).strip().splitlines() if line.strip()]
-                    failed.append(f"  {run.key}: job {submitted.job_id}: {lines[-1] if lines else error!r}; "
+                    failed.append(f"  {run.key}: job {submitted.job_id}: {_last_error_line(error)}; "
                                   f"log {submitted.paths.stderr}")
                     continue
                 results[run.key] = submitted.result()

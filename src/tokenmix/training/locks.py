@@ -278,8 +278,7 @@ class FolderLock:
             return (f"{self.path} is already held by this process (pid {os.getpid()}); a FolderLock is not "
                     f"re-entrant: release it before acquiring it again")
         here = holder is not None and holder.get("host") == socket.gethostname()
-        gone = ("if that process is stuck, stop it; the lock is taken over once its pid is gone" if here else
+        gone = ("once that process has ended (or been stopped) the lock is free" if here else
                 f"if that process is gone, the lock is taken over once it has not been refreshed for "
-                f"{self.stale_after:.0f} s (now {age:.0f} s), or delete {self.path} if you are sure")
-        return (f"{self.path} is held by {self._describe(holder)}: wait for it to finish (a command given a "
-                f"timeout waits); {gone}")
+                f"{self.stale_after:.0f} s (now {age:.0f} s); delete {self.path} only if you are sure it is gone")
+        return f"{self.path} is held by {self._describe(holder)}: wait for it to finish, or stop it; {gone}"

@@ -20,6 +20,12 @@ config are also recorded in ``DIR/<name>*.csv`` as soon as it finishes (and comm
 run recorded there with the same ``config_hash`` is not trained again, even with no ``runs/`` folder; a
 recorded run whose config changed is named as stale and trained again. ``--status`` (what is done and left,
 without training) is :mod:`tokenmix.training.status`.
+
+One sweep at a time per out folder: a sweep holds the folder's lock (``.tokenmix.lock``,
+:mod:`tokenmix.training.locks`) while it trains, and its worker processes die with it, even by ``kill -9``. A
+damaged ``result.json`` or checkpoint is moved aside and its run trained again; the out and results folders are
+checked writable before anything trains; a full disk is named (:mod:`tokenmix.training.files`). With
+``executor="submitit"`` the runs train as cluster jobs instead (:mod:`tokenmix.training.executor`).
 """
 
 from __future__ import annotations
@@ -239,7 +245,7 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
         results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
                                    results_dir=results_dir, commit=commit, progress=progress))
         todo = []
-    bar = _Progress(planned, set(results) | set(recorded), progress)
+    bar = _Progress(planned, set(results) | set(recorded), progress if todo else False)
     try:
         if isolate:
             _run_pool(todo, data, str(out), threads, jobs, bar, results, finished)

@@ -3,9 +3,10 @@
 A row of a results folder (:mod:`tokenmix.training.results`) records its ``config_hash`` and the ``code`` that
 produced it (:mod:`tokenmix.training.provenance`). Most code changes leave what a run computes alone; some do not
 (an initialisation, a kernel's summation order), and only a rerun can tell. ``--verify K`` reruns, per label,
-``K`` recorded rows whose config is the current one, chosen by seed (:func:`choose`: the code versions of the
-label's rows in turn, oldest first, each time its smallest seed not yet chosen, so that ``K`` at least the number
-of code versions reaches every one), with the current code, and compares the rerun with the row on every column
+``K`` recorded rows whose config is the current one and that were not rerun under this code before, chosen by
+seed (:func:`choose`: the code versions of the label's rows in turn, oldest first, each time its smallest seed
+not yet chosen, so that ``K`` at least the number of code versions reaches every one), with the current code,
+and compares the rerun with the row on every column
 the weights determine (:data:`~tokenmix.training.results.REPRODUCED_COLUMNS` and the evaluations'
 :data:`~tokenmix.training.results.REPRODUCED_HISTORY`, as rounded in the CSVs; times, memory and provenance are
 measurements, not results). Each rerun is appended to ``<name>-verify.csv``.
@@ -51,7 +52,8 @@ def choose(rows: list[dict[str, str]], k: int) -> list[dict[str, str]]:
 
 def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: int = 1
                 ) -> tuple[list[dict[str, str]], list[str]]:
-    """The rows ``--verify k`` reruns (their config current), and a line per row it cannot (config changed)."""
+    """The rows ``--verify k`` reruns (their config current, not yet rerun under this code), and a line per row
+    it cannot (config changed)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"--verify takes a positive number of rows per label, got {k!r}")
     record = ResultsDir(results_dir, experiment.name)
@@ -61,6 +63,8 @@ def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: i
     threads = experiment.threads(jobs)
     current = {(p.spec.label, p.spec.seed): config_hash(run_config(experiment, p.spec, threads)) for p in planned}
     rows, skipped = record.rows(), []
+    done = {(v["label"], int(v["seed"]), v["row_code"]) for v in record.verifications()
+            if v["rerun_code"] == code_version()}
     chosen: list[dict[str, str]] = []
     for label in dict.fromkeys(p.spec.label for p in planned):
         usable = []
@@ -70,7 +74,7 @@ def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: i
             if current.get((label, seed)) != row.get("config_hash"):
                 skipped.append(f"{label} seed {seed}: its config is not the file's now (compare --results trains "
                                f"it again); not verified")
-            else:
+            elif (label, seed, row.get("code", "")) not in done:  # not rerun under this code yet
                 usable.append(row)
         chosen += choose(usable, k)
     return chosen, skipped
