@@ -194,3 +194,29 @@ def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled
         compare(experiment, tmp_path / "again", isolate=False, progress=False, results_dir=docs)
     assert trained == [("relation", 1)]
     assert record.rows()[("relation", 1)]["code"] == code_version() and not_pooled(study, docs)[0] == {}
+
+
+def _save_many(folder: str, writer: int, count: int) -> None:
+    record = ResultsDir(folder, "many")
+    for i in range(count):
+        row = {"experiment": "many", "task": "t", "label": f"w{writer}", "seed": i, "metric": "accuracy",
+               "value": 0.5}
+        record.save_run(row, ["experiment", "task", "label", "seed", "metric", "value"],
+                        [{"step": 1, "epoch": 1.0, "wall_s": 1.0, "train_loss": 1.0, "val_loss": 1.0,
+                          "val_metric": 0.5}], {"writer": writer, "seed": i})
+
+
+def test_writers_in_several_processes_lose_no_row(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_save_many, args=(str(tmp_path), w, 15)) for w in range(3)]
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join(120)
+        assert p.exitcode == 0
+    record = ResultsDir(tmp_path, "many")
+    assert len(record.rows()) == 45 and sum(len(h) for h in record.histories().values()) == 45
+    assert len(record.known_configs()) == 45
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many-configs.json", "many-history.csv", "many.csv"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import TrainConfig
+from .files import atomic_write_text
 from .provenance import PROVENANCE_COLUMNS
 
 __all__ = ["COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_COLUMNS", "REPRODUCED_COLUMNS",
@@ -256,29 +258,13 @@ def _checked_rows(path: Path, key: tuple[str, ...], same: list[str],
     return rows
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    """Write ``path`` through a temporary sibling renamed over it: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", newline="") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_csv(path: str | Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    """Write ``rows`` under ``columns`` (missing cells empty), atomically."""
-    def write(f: Any) -> None:
-        writer = csv.DictWriter(f, fieldnames=columns, restval="", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-    _atomic_write(Path(path), write)
+    """Write ``rows`` under ``columns`` (missing cells empty), atomically (:func:`~.files.atomic_write_text`)."""
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, restval="", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, text.getvalue())
 
 
 def upsert_rows(path: str | Path, columns: list[str], rows: list[dict[str, Any]],
@@ -465,7 +451,7 @@ class ResultsDir:
         used = {r.get(HASH_COLUMN) for r in read_csv(self.csv)[1]}
         configs = {h: c for h, c in self.known_configs().items() if h in used}
         configs[digest] = config
-        _atomic_write(self.configs, lambda f: f.write(json.dumps(configs, indent=1, sort_keys=True) + "\n"))
+        atomic_write_text(self.configs, json.dumps(configs, indent=1, sort_keys=True) + "\n")
         written = [self.csv, self.history, self.configs]
         if task is not None and not self.chance.exists():
             chance = chance_row(task)
