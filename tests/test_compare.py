@@ -404,14 +404,14 @@ def test_compare_on_another_task_without_a_config_is_named_after_it_and_says_wha
     monkeypatch.setattr(status, "sweep_status", lambda experiment, out, *a, **k: seen.update(e=experiment, out=out)
                         or "status")
     main(["compare", "--task", "recall", "--mixers", "relation", "--seeds", "0", "--max-steps", "2", "--status"])
-    experiment, printed = seen["e"], capsys.readouterr().out
+    experiment, printed = seen["e"], capsys.readouterr().err
     assert experiment.name == "recall" and seen["out"] == "runs/recall"
     assert experiment.description.startswith("Ad-hoc comparison built from the command-line flags --task recall "
                                               "--mixers relation --seeds 0 --max-steps 2")
     assert "note: the no-context baseline 'mlp' is added to the runs ([report] baseline = true" in printed
     main(["compare", "--status"])  # the default: its own name, description and mixers (mlp among them)
     assert seen["e"].to_dict() == load_experiment(None).to_dict() and seen["out"] == "runs/listops"
-    assert "note:" not in capsys.readouterr().out
+    assert "note:" not in capsys.readouterr().err
     main(["compare", "--config", str(DEFAULT_FILE), "--task", "recall", "--status"])  # a file keeps its name
     assert seen["e"].name == "listops" and seen["e"].description == load_experiment(None).description
 

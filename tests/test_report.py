@@ -18,13 +18,13 @@ pytest.importorskip("scipy")
 from scipy import stats as sps  # noqa: E402
 
 from tokenmix.cli import main  # noqa: E402
-from tokenmix.report import stats  # noqa: E402
+from tokenmix.study import stats  # noqa: E402
 from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
 from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
 from tokenmix.report.tables import mean_sd, mean_sd_text, table  # noqa: E402
-from tokenmix.report.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, judge, p_greater  # noqa: E402
-from tokenmix.training import power  # noqa: E402
-from tokenmix.training.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
+from tokenmix.study.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, judge, p_greater  # noqa: E402
+from tokenmix.study import power  # noqa: E402
+from tokenmix.study.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
 from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
 from tokenmix.training.power import attainable  # noqa: E402
 
@@ -469,6 +469,7 @@ def test_rows_the_file_no_longer_gives_are_listed_and_never_pooled(tmp_path):
     changed = re.sub(r"(?m)^max_steps = 3000$", "max_steps = 2000", text, count=1)
     assert changed != text
     (experiments / f"{name}.toml").write_text(changed)
+    shutil.copy(ROOT / "experiments" / "001-kerformer-listops.toml", experiments)  # the paper's heading
     out = tmp_path / "reproduction.md"
     assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(experiments),
                  "--no-plots"]) == 0

@@ -14,12 +14,12 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from tokenmix.report import stats  # noqa: E402
+from tokenmix.study import stats  # noqa: E402
 from tokenmix.report.document import render  # noqa: E402
 from tokenmix.report.measures import Run, Values, last_window_loss, read_csv, training_cost  # noqa: E402
-from tokenmix.report.verdict import FAILS, HOLDS, OPEN, judge, smallest_p  # noqa: E402
-from tokenmix.training import power  # noqa: E402
-from tokenmix.training.claims import Claim  # noqa: E402
+from tokenmix.study.verdict import FAILS, HOLDS, OPEN, judge, smallest_p  # noqa: E402
+from tokenmix.study import power  # noqa: E402
+from tokenmix.study.claims import Claim  # noqa: E402
 from tokenmix.training.experiment import load_experiment, to_toml  # noqa: E402
 from tokenmix.training.results import COLUMNS  # noqa: E402
 

@@ -9,6 +9,7 @@ import sys
 import torch
 
 from .registry import list_mixers, mixer_info
+from .tabulate import text_table
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -197,13 +198,8 @@ def _add_speed_parser(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--out", default="runs/speed", help="output folder (default runs/speed)")
 
 
-def _print_table(headers: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    print(line)
-    print("-" * len(line))
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+def _print_table(headers: list[str], rows: list[list[str]], max_width: int | None = None) -> None:
+    print(text_table(headers, rows, max_width=max_width))
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -215,27 +211,16 @@ def cmd_list(args: argparse.Namespace) -> None:
         rows.append([name, info.complexity, modes, "yes" if info.padding else "no",
                      "yes" if info.spatial else "no", info.paper])
     headers = ["mixer", "complexity", "modes", "padding", "spatial", "paper"]
-    _print_table(headers, rows if args.wide else _fit(headers, rows, WIDTH))
+    _print_table(headers, rows, max_width=None if args.wide else WIDTH)
     from .tasks import list_tasks, task_info  # tasks import optional data packages lazily
 
     print()
     headers = ["task", "kind", "metric", "source"]
     rows = [[n, task_info(n).kind, task_info(n).metric, task_info(n).source] for n in list_tasks()]
-    _print_table(headers, rows if args.wide else _fit(headers, rows, WIDTH))
+    _print_table(headers, rows, max_width=None if args.wide else WIDTH)
 
 
 WIDTH = 120  # columns of `tokenmix list` without --wide
-
-
-def _fit(headers: list[str], rows: list[list[str]], width: int) -> list[list[str]]:
-    """Cut the widest columns (ending the cut cells with an ellipsis) until each line fits ``width``."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    while sum(widths) + 2 * (len(widths) - 1) > width:
-        widest = max(range(len(widths)), key=lambda i: widths[i])
-        if widths[widest] <= 12:
-            break
-        widths[widest] -= 1
-    return [[c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(r, widths)] for r in rows]
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -353,7 +338,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
         added = experiment.entries_with_baseline(task_info(experiment.task["name"]).kind)[len(experiment.mixers):]
         for entry in added:
             print(f"note: the no-context baseline {entry.label!r} is added to the runs ([report] baseline = true; "
-                  "--set report.baseline=false leaves it out)", flush=True)
+                  "--set report.baseline=false leaves it out)", file=sys.stderr, flush=True)
         out = args.out or f"runs/{experiment.name}" + (f"-{args.budget}" if args.budget else "")
         if args.commit and not args.results:
             raise ValueError("--commit needs --results DIR")

@@ -39,6 +39,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from ..ops.spatial import square_grid
 from ..registry import create_mixer, list_mixers, mixer_info
+from ..tabulate import text_table
 from ..validate import is_positive_int as _positive_int
 from .opcounts import OpCounts
 from .registry import count_ops, count_step_ops
@@ -239,13 +240,7 @@ def _rows(results: Sequence[CountResult]) -> tuple[list[str], list[list[str]]]:
 def format_counts(results: Sequence[CountResult]) -> str:
     """A readable table (thousands separators) of :func:`count_table`'s results, with the notes below it."""
     header, rows = _rows(results)
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    left = {0, 1}
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    out = [line(header), "  ".join("-" * w for w in widths), *(line(row) for row in rows)]
+    out = [text_table(header, rows, align="ll" + "r" * (len(header) - 2), rule_per_column=True)]  # numbers right
     notes = list(dict.fromkeys(f"  {r.name} ({r.mode}): {r.note}" for r in results if r.note))
     if notes:
         out += ["", "FLOPs: torch.utils.flop_counter.FlopCounterMode, 2 per multiply-add of matmuls/convolutions/"

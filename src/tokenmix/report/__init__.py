@@ -8,8 +8,8 @@
 * :mod:`.document`, :mod:`.sections`, :mod:`.extras`: docs/reproduction.md (``tokenmix report``).
 
 The claims themselves are part of an experiment file, so they live with it in the run layer:
-:mod:`tokenmix.training.claims` parses the ``[[claims]]`` array and the ``[paper]`` table, and
-:mod:`tokenmix.training.power` gives the smallest p each design can reach and Holm's correction (also what
+:mod:`tokenmix.study.claims` parses the ``[[claims]]`` array and the ``[paper]`` table, and
+:mod:`tokenmix.study.power` gives the smallest p each design can reach and Holm's correction (also what
 ``tokenmix compare --dry-run`` prints). The report sits above the run layer and imports from it, never the
 other way round.
 
@@ -27,7 +27,7 @@ def __getattr__(name: str):
 
         return getattr(document, name)
     if name == "judge":
-        from .verdict import judge
+        from ..study.verdict import judge
 
         return judge
     raise AttributeError(f"module 'tokenmix.report' has no attribute {name!r}")

@@ -3,7 +3,7 @@
 Every experiment file with a ``[paper]`` table is a study of the report. For each paper (its ``key``) the
 document states the claim with the paper's own numbers (``[paper] claim``), then per study what was run
 (read from the experiment file), the measured table, a plot, one verdict per ``[[claims]]`` entry (the rules
-are :data:`tokenmix.report.verdict.RULES`), and the extras of :mod:`tokenmix.report.extras`. A study without
+are :data:`tokenmix.study.verdict.RULES`), and the extras of :mod:`tokenmix.report.extras`. A study without
 its results CSV is reported as "not run yet", with the command, and gets no verdicts, unless its step-time harness
 CSV is there: then the claims the harness alone decides are judged (time per epoch with the planned steps per epoch).
 """
@@ -13,13 +13,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..training.claims import PaperText, check_labels, parse_claims, parse_paper
+from ..study.claims import PaperText, check_labels, parse_claims, parse_paper
 from ..training.experiment import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .measures import ExperimentData, load_data
 from .sections import Study, harness_section, measured_section, not_pooled_note, provenance_note, run_here
 from .tables import table
-from .verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, RULES, Outcome
+from ..study.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, RULES, Outcome
 
 __all__ = ["load_studies", "papers_of", "render", "write_report"]
 

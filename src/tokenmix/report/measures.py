@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..training.claims import Claim
+from ..study.claims import Claim
+from ..study.values import Values
 
 __all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "training_cost", "last_window_loss",
            "cost_source", "steps_to_target", "steps_per_epoch", "COST_WINDOWS", "STEPTIME_COMMAND"]
@@ -52,22 +53,6 @@ class Run:
     seed: int
     row: dict[str, str]
     history: list[dict[str, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Values:
-    """One label's values of a measure: per seed (``unit`` "seed", independent runs) or per harness round
-    ("round", paired with another label's same round); ``keys`` are the seeds or rounds."""
-
-    unit: str
-    keys: tuple[int, ...]
-    values: tuple[float, ...]
-
-    def scaled(self, factor: float) -> "Values":
-        return Values(self.unit, self.keys, tuple(v * factor for v in self.values))
-
-    def __len__(self) -> int:
-        return len(self.values)
 
 
 def training_cost(run: Run) -> float | None:

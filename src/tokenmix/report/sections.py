@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..training.claims import Claim, PaperText
-from ..training.power import planned_floor
+from ..study.claims import Claim, PaperText
+from ..study.power import planned_floor
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
 from .plateau import CRITERION, plateau_count
 from .tables import mean_sd_text, num, pvalue, table
-from .verdict import Outcome, judge
+from ..study.verdict import Outcome, judge
 
 if TYPE_CHECKING:
     from tokenmix.training.experiment import Experiment

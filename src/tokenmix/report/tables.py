@@ -12,30 +12,15 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..study.numbers import num, percent, pvalue
+from ..tabulate import markdown_table
+
 __all__ = ["table", "mean_sd", "mean_sd_text", "num", "pvalue", "percent"]
 
 
 def table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """A markdown table: the header, the rule, one line per row (cells are written as they are)."""
-    return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-            + ["| " + " | ".join(row) + " |" for row in rows])
-
-
-def num(x: float) -> str:
-    """Four significant digits, thousands separated from 1,000 on; ``inf`` as ∞."""
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-
-def pvalue(p: float) -> str:
-    return f"{p:.3g}"
-
-
-def percent(x: float) -> str:
-    """A fraction as a percentage with two significant digits ("0.29 %", "12 %")."""
-    value = 100 * x
-    return f"{value:.2g} %" if abs(value) < 100 else f"{value:,.0f} %"
+    """A markdown table as lines (:func:`tokenmix.tabulate.markdown_table`)."""
+    return markdown_table(head, rows).split("\n")
 
 
 def _fixed(x: float, decimals: int) -> str:

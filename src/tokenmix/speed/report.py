@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ..tabulate import markdown_table
 from .measure import IN_PROCESS, MEM_METHODS
 from .record import COLUMNS, SpeedRecord, Status
 from .settings import REFERENCE, SpeedSettings, settings_line
@@ -128,11 +129,6 @@ def _group_title(pass_name: str, causal: bool, value_range: float) -> str:
     return f"{pass_name}, {_mode(causal)}, inputs in [-{value_range:g}, {value_range:g}]"
 
 
-def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + ["| " + " | ".join(r) + " |"
-                                                                              for r in rows]
-
-
 def relative_tables(records: list[SpeedRecord]) -> list[str]:
     """Markdown lines: per (pass, mode, value range), each mixer's time relative to softmax, and its crossover."""
     rows = crossover_table(records)
@@ -143,8 +139,9 @@ def relative_tables(records: list[SpeedRecord]) -> list[str]:
         if not group:
             continue
         lines += [f"### time / softmax time: {_group_title(pass_name, causal, value_range)}", ""]
-        lines += _markdown_table(["mixer", *(f"N={n}" for n in lengths), "crossover"],
-                                 [[r.mixer, *(r.cells[n] for n in lengths), r.crossover_text] for r in group])
+        table = markdown_table(["mixer", *(f"N={n}" for n in lengths), "crossover"],
+                               [[r.mixer, *(r.cells[n] for n in lengths), r.crossover_text] for r in group])
+        lines += table.split("\n")
         lines.append("")
     return lines
 
@@ -160,8 +157,9 @@ def _value_table(records: list[SpeedRecord], attribute: str, title: str) -> list
             cells.setdefault(r.mixer, {})[r.length] = (f"{value:.{3 if attribute == 'time_ms' else 1}f}" if r.ok
                                                        else str(r.status))
         lines += [f"### {title}: {_group_title(pass_name, causal, value_range)}", ""]
-        lines += _markdown_table(["mixer", *(f"N={n}" for n in lengths)],
-                                 [[m, *(c.get(n, "") for n in lengths)] for m, c in cells.items()])
+        table = markdown_table(["mixer", *(f"N={n}" for n in lengths)],
+                               [[m, *(c.get(n, "") for n in lengths)] for m, c in cells.items()])
+        lines += table.split("\n")
         lines.append("")
     return lines
 

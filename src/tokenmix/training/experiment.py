@@ -36,7 +36,7 @@
     model = { heads = 32 }        # [model] settings for this entry only
 
     [paper]                   # optional: the paper this reproduces, for `tokenmix report`
-    [[claims]]                # optional: the claims `tokenmix report` judges (tokenmix.training.claims)
+    [[claims]]                # optional: the claims `tokenmix report` judges (tokenmix.study.claims)
 
 :func:`load_experiment` reads a file (or the embedded default), applies ``--set key=value`` overrides
 (dotted keys, TOML values: ``train.lr=1e-3``, ``model.dim=64``, ``seeds=[0,1,2]``), and checks every key
@@ -65,7 +65,7 @@ from ..protocols import MODEL_PROTOCOLS, TRAIN_PRESETS
 from ..registry import mixer_info
 from ..tasks import Task, create_task, planned_task
 from ..validate import is_positive_int
-from .claims import parse_claims, parse_paper
+from ..study.claims import parse_claims, parse_paper
 from .config import TrainConfig
 
 __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budget", "parse_overrides", "to_toml",

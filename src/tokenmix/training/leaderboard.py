@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..tabulate import markdown_table
 from ..tasks import task_info
 from .experiment import Experiment
 from .provenance import PROVENANCE_COLUMNS
@@ -55,17 +56,18 @@ def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experi
               f"{', '.join(map(str, experiment.seeds))}. Value: test {metric} of the best-validation weights, "
               f"mean ± sd over seeds ({'higher' if higher else 'lower'} is better). Peak memory: the training "
               f"loop's peak above the memory of its process before it (each run in a fresh process).", ""]
-    target_head = f" | time to {target} (s, runs reaching it)" if target is not None else ""
-    lines += [f"| rank | label | mixer | test {metric} | runs | s / epoch | params | peak MiB{target_head} |",
-              "|---|---|---|---|---|---|---|---" + ("|---|" if target is not None else "|")]
+    header = ["rank", "label", "mixer", f"test {metric}", "runs", "s / epoch", "params", "peak MiB"]
+    header += [f"time to {target} (s, runs reaching it)"] if target is not None else []
+    table = []
     for rank, s in enumerate(summary, 1):
-        cell = ""
+        cell = []
         if target is not None:
-            cell = f" | {s['to_target']:.1f} ({s['reached']}/{s['runs']})" if s["to_target"] is not None \
-                else f" | not reached (0/{s['runs']})"
+            cell = [f"{s['to_target']:.1f} ({s['reached']}/{s['runs']})" if s["to_target"] is not None
+                    else f"not reached (0/{s['runs']})"]
         spread = f"± {s['sd']:.4f}" if s["runs"] > 1 else "(1 seed)"  # no sd from one sample
-        lines.append(f"| {rank} | {s['label']} | {s['mixer']} | {s['mean']:.4f} {spread} | {s['runs']} | "
-                     f"{s['epoch_s']:.2f} | {s['params']:,} | {s['peak_mb']:.1f}{cell} |")
+        table.append([str(rank), s["label"], s["mixer"], f"{s['mean']:.4f} {spread}", str(s["runs"]),
+                      f"{s['epoch_s']:.2f}", f"{s['params']:,}", f"{s['peak_mb']:.1f}", *cell])
+    lines += markdown_table(header, table).split("\n")
     notes = plot_histories(histories, summary, metric, out, experiment.report.get("plots", []))
     if notes:
         lines += [""] + notes

@@ -1,11 +1,11 @@
 """What an experiment's plan can decide, before anything runs: each claim's smallest Holm-adjusted p.
 
-Per claim (:mod:`tokenmix.training.claims`) the design's smallest one-sided p (1 / C(2n, n) for n seeds per
+Per claim (:mod:`tokenmix.study.claims`) the design's smallest one-sided p (1 / C(2n, n) for n seeds per
 label, 2^-n for n seeds against a constant, 2^-r for the step-time harness's r rounds, paired or against a
 constant; r = the file's ``[report] harness_rounds``), then Holm's correction over the file's claims with every
 claim at its smallest p: the smallest adjusted p each claim can reach. Above 0.05 no outcome of the runs can
 decide that claim. ``tokenmix compare --dry-run`` prints these (and a WARNING line for each above 0.05), and the verdicts of
-``tokenmix report`` (:mod:`tokenmix.report.verdict`) use the same floors and Holm's correction.
+``tokenmix report`` (:mod:`tokenmix.study.verdict`) use the same floors (:mod:`tokenmix.study.power`) and Holm's correction.
 """
 
 from __future__ import annotations
@@ -13,51 +13,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .claims import Claim, parse_claims
+from ..study.claims import parse_claims
+from ..study.power import ALPHA, holm, planned_floor
 
 if TYPE_CHECKING:
     from .experiment import Experiment
 
-__all__ = ["ALPHA", "holm", "smallest_p_independent", "smallest_p_sign", "smallest_p_wilcoxon",
-           "attainable", "planned_floor", "attainable_lines"]
-
-ALPHA = 0.05
-
-
-def holm(pvalues: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (reject where adjusted <= alpha), in the input order."""
-    m = len(pvalues)
-    adjusted = [1.0] * m
-    running = 0.0
-    for rank, i in enumerate(sorted(range(m), key=pvalues.__getitem__)):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def smallest_p_independent(n: int, m: int) -> float:
-    """The smallest one-sided exact Mann-Whitney p with n vs m seeds: 1 / C(n + m, n)."""
-    return 1 / math.comb(n + m, n)
-
-
-def smallest_p_sign(n: int) -> float:
-    """The smallest one-sided sign-test p with n values: 2^-n."""
-    return 0.5 ** n
-
-
-def smallest_p_wilcoxon(n: int) -> float:
-    """The smallest one-sided exact signed-rank p with n pairs: 2^-n."""
-    return 0.5 ** n
-
-
-def planned_floor(claim: Claim, seeds: int, rounds: int) -> float:
-    """The smallest one-sided p ``claim`` can get with ``seeds`` seeds per label and ``rounds`` harness rounds."""
-    if claim.harness:
-        return smallest_p_wilcoxon(rounds) if not claim.against_constant else smallest_p_sign(rounds)
-    if claim.against_constant:
-        return smallest_p_sign(seeds)
-    return smallest_p_independent(seeds, seeds)
-
+__all__ = ["attainable", "attainable_lines"]
 
 def attainable(experiment: "Experiment", rounds: int | None = None) -> list[tuple[str, float]]:
     """(claim text, the smallest Holm-adjusted p its planned seeds / rounds can reach), per claim of the file;

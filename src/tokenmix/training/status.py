@@ -6,6 +6,8 @@ import contextlib
 import io
 import json
 from pathlib import Path
+
+from ..tabulate import text_table
 from .checkpoint import Checkpointer, damaged_reason
 from .estimate import RECORD_DIR, estimate_time
 from .experiment import Experiment, plan_task
@@ -98,12 +100,10 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
         table.append([label, f"{len(done)}/{len(keys)}", str(len(keys) - len(done)),
                       ", ".join(partial_text[k] for k in keys if k in partial_text) or "-",
                       "-" if left == 0 else ("?" if mean is None else _duration(seconds))])
-    widths = [max(len(r[i]) for r in [header] + table) for i in range(len(header))]
     lines = [f"experiment {experiment.name!r}: task {task.info.name}, {len(planned)} runs; out {out}"
              + (f"; results {record.csv}" if record is not None else "")
              + (f" ({CONFIG_FILE} there: another experiment)" if not use_out else ""), ""]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + table]
-    lines.insert(3, "-" * len(lines[2]))
+    lines += text_table(header, table).split("\n")
     finished = sum(1 for s, _, _ in state.values() if s == "done")
     partial = sum(1 for s, _, _ in state.values() if s == "partial")
     if finished == len(planned):

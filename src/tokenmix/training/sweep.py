@@ -40,6 +40,7 @@ from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import Any, Callable
 
+from ..tabulate import text_table
 from ..tasks import Task
 from ..validate import is_positive_int
 from .executor import RESULT_FILE, die_with_parent, read_result, run_dir, run_one, submit_runs
@@ -360,16 +361,14 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun],
 
     head = [f"experiment {experiment.name!r}: task {task.info.name} ({task.info.kind}, metric "
             f"{task.info.metric}), {len(planned)} runs", ""]
-    rows = [["label", "seed", "mixer(s)", "model", "params", "steps"]]
+    rows = []
     for p in planned:
         mixer = p.spec.mixer if isinstance(p.spec.mixer, str) else " / ".join(p.spec.mixer)
         if p.spec.mixer_options:
             mixer += " " + ",".join(f"{k}={v}" for k, v in p.spec.mixer_options.items())
         model = ", ".join(f"{k}={v}" for k, v in p.spec.model.items() if v is not None)
         rows.append([p.spec.label, str(p.spec.seed), mixer, model, f"{p.params:,}", str(p.total_steps)])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "-" * len(lines[0]))
+    lines = text_table(["label", "seed", "mixer(s)", "model", "params", "steps"], rows).split("\n")
     folders = [results_dir, RECORD_DIR]
     estimate = estimate_time(experiment.name, [p.spec for p in planned], folders,
                              steps={p.spec.key: p.total_steps for p in planned})

@@ -7,11 +7,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
-from ..training.claims import Claim
-from ..training.power import ALPHA, holm, smallest_p_independent, smallest_p_sign, smallest_p_wilcoxon
 from . import stats
-from .measures import Values
-from .tables import percent, pvalue
+from .claims import Claim
+from .numbers import percent, pvalue
+from .power import ALPHA, holm, smallest_p_independent, smallest_p_sign, smallest_p_wilcoxon
+from .values import Values
 
 __all__ = ["HOLDS", "FAILS", "EQUIVALENT", "OPEN", "PENDING", "MISSING", "VERDICTS", "Outcome", "judge",
            "claim_pvalues", "p_greater", "design", "smallest_p", "RULES"]

@@ -14,7 +14,7 @@
   (100 harness rounds: 2^100), ties or not, the same exact null counted one doubled mid-rank at a time, its
   upper tail summed: scipy's exact p there is 1 - cdf, which cancels to 0 or -2.2e-16 for 100 untied rounds.
 * A normal-approximation count of the seeds (or rounds) a difference would need, never fewer than the smallest
-  p each design can give allows (that floor and Holm's correction are :mod:`tokenmix.training.power`'s, shared
+  p each design can give allows (that floor and Holm's correction are :mod:`tokenmix.study.power`'s, shared
   with ``tokenmix compare --dry-run``).
 """
 
@@ -25,7 +25,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..training.power import ALPHA, smallest_p_independent
+from .power import ALPHA, smallest_p_independent
 
 __all__ = ["mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "rank_sum_null_greater",
            "signed_rank_null_greater", "rank_sum_statistic", "positive_rank_sum_statistic", "fewest_for_floor",
