@@ -25,6 +25,7 @@ from tokenmix.counting import (
     format_counts,
     write_counts_csv,
 )
+from tokenmix.counting.kernel import se_k_ops
 from tokenmix.counting.opcounts import attention_pairs_ops, softmax_attention_ops
 from tokenmix.ops.spatial import square_grid
 
@@ -214,6 +215,16 @@ def test_options_change_counts() -> None:
     no_se = count_mixer("kerformer", dim=16, max_len=8, causal=False, options={"se_k": False},
                         measure_flops=False).train
     assert se.exps - no_se.exps == 8  # the SE-K sigmoid over max_len entries
+
+
+def test_se_k_is_quadratic_in_max_len() -> None:
+    """SE-K's two linear layers act on the max_len positions: 2 L (L / r) multiplications (and as many
+    parameters), so with max_len = N, as a model built for N has it, the count grows toward x4 per doubling."""
+    for length, r in ((64, 4), (96, 3)):
+        mixer = tokenmix.create_mixer("kerformer", 16, causal=False, max_len=length, se_reduction=r)
+        assert se_k_ops(mixer, length).mults == 2 * length * (length // r) + length * 16
+    ops = [count_ops(tokenmix.create_mixer("kerformer", 4, causal=False, max_len=n), n).total for n in (2048, 4096)]
+    assert 3.7 < ops[1] / ops[0] < 4.0  # linear attention's count: x2
 
 
 # -- (4) complexity claims ---------------------------------------------------------------------------------

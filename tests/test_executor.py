@@ -3,6 +3,7 @@ local sweep, failed jobs named with their logs, a clear error without the ``clus
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -10,8 +11,8 @@ import pytest
 import tokenmix.training.executor as executor_module
 from tokenmix.cli import main
 from tokenmix.training.executor import RunJob, RunsFailed, parse_cluster_options
-from tokenmix.training.experiment import load_experiment
-from tokenmix.training.results import read_csv
+from tokenmix.training.experiment import load_experiment, make_task
+from tokenmix.training.results import chance_row, read_csv, typed
 from tokenmix.training.sweep import compare
 
 TINY = ["task.name='recall'", "model.dim=8", "model.depth=1", "train.max_steps=20", "train.eval_every=10",
@@ -88,3 +89,16 @@ def test_cluster_options_parse_as_toml_values_or_text():
         "slurm_additional_parameters": {"account": "x"}}
     with pytest.raises(ValueError, match="expected KEY=VALUE"):
         parse_cluster_options(["slurm_partition"])
+
+
+def test_a_job_trains_on_its_seeds_data_and_records_seed_zeros_chance(tmp_path):
+    """``[task] seed = "run"``: the seed-1 job draws its data from seed 1 (its config says so), while the chance
+    file, written once by whichever job finishes first, describes data seed 0's split as a local sweep's does."""
+    experiment = tiny("task.seed='run'", "train.max_steps=2", "train.eval_every=1")
+    RunJob(experiment.to_dict(), str(tmp_path / "out"), 1, str(tmp_path / "docs"))("relation", 1)
+    seed_zero, seed_one = chance_row(make_task(experiment)), chance_row(make_task(experiment, 1))
+    assert seed_zero != seed_one  # recall's test splits of seeds 0 and 1 differ in their majority share
+    header, rows = read_csv(tmp_path / "docs" / f"{experiment.name}-chance.csv")
+    assert [typed(r) for r in rows] == [seed_zero]
+    (config,) = json.loads((tmp_path / "docs" / f"{experiment.name}-configs.json").read_text()).values()
+    assert config["task"]["seed"] == 1 and config["seed"] == 1

@@ -22,7 +22,8 @@ from tokenmix.study import stats  # noqa: E402
 from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
 from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
 from tokenmix.report.tables import mean_sd, mean_sd_text, table  # noqa: E402
-from tokenmix.study.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, judge, p_greater  # noqa: E402
+from tokenmix.study.verdict import (FAILS, HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, SMALL,  # noqa: E402
+                                    judge, p_greater)
 from tokenmix.study import power  # noqa: E402
 from tokenmix.study.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
 from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
@@ -171,20 +172,46 @@ def verdicts(claims: list[Claim], data: dict) -> list:
 LOW, HIGH = seeds(1.0, 1.1, 1.2, 1.3, 1.4), seeds(2.0, 2.1, 2.2, 2.3, 2.4)
 
 
-def test_holds_does_not_hold_and_equivalent():
+def test_holds_the_opposite_no_difference_and_below_the_margin():
     win = verdicts([claim()], {"a": HIGH, "b": LOW})[0]
-    assert win.verdict == HOLDS and win.p_for == pytest.approx(1 / 252)
+    assert win.verdict == HOLDS and win.p_for == pytest.approx(1 / 252) and win.p_difference == pytest.approx(2 / 252)
     loss = verdicts([claim()], {"a": LOW, "b": HIGH})[0]
-    assert loss.verdict == FAILS and loss.p_against == pytest.approx(1 / 252)
-    # a and b within ±5 % of each other, neither ahead: the direction claim is not supported, TOST shows them equal
+    assert loss.verdict == OPPOSITE and loss.p_against == pytest.approx(1 / 252)
+    assert loss.legacy == FAILS  # the rule before: "does not hold", without saying which way
+    # a and b within ±5 % of each other, neither ahead: no difference at this scale (not "does not hold")
     same = {"a": seeds(1.00, 1.01, 0.99, 1.02, 0.98), "b": seeds(1.0, 1.01, 0.99, 1.0, 1.02)}
     outcome = verdicts([claim(equivalence=0.05, equivalence_reason="r")], same)[0]
-    assert outcome.verdict == EQUIVALENT and outcome.p_equiv == pytest.approx(1 / 252)
-    assert outcome.verdict_text == "does not hold (equivalent within ±5 %)"
+    assert outcome.verdict == NO_DIFFERENCE and outcome.p_equiv == pytest.approx(1 / 252)
+    assert outcome.legacy_text == "does not hold (equivalent within ±5 %)"
     assert verdicts([claim()], same)[0].verdict == OPEN  # without a margin: inconclusive
-    # a clearly ahead, also within the band: the direction wins the tie
+    # a clearly ahead, and also within the band: real but negligible by the claim's own margin. The old rule
+    # called it "holds" only because p for happened to be the smallest p
     ahead = {"a": seeds(1.03, 1.031, 1.032, 1.033, 1.034), "b": seeds(1.0, 1.001, 1.002, 1.003, 1.004)}
-    assert verdicts([claim(equivalence=0.05, equivalence_reason="r")], ahead)[0].verdict == HOLDS
+    small = verdicts([claim(equivalence=0.05, equivalence_reason="r")], ahead)[0]
+    assert small.verdict == SMALL and small.legacy == HOLDS and "within the ±5 %" in small.reason
+    # a real 1 % advantage with a ±2 % margin: the old rule could call it "does not hold" (equivalence had the
+    # smaller p); the fixed rule says it holds, below the margin
+    one = {"a": seeds(1.010, 1.011, 1.012, 1.013, 1.014), "b": seeds(1.0, 1.001, 1.002, 1.003, 1.004)}
+    assert verdicts([claim(equivalence=0.02, equivalence_reason="r")], one)[0].verdict == SMALL
+
+
+def test_effects_come_with_the_interval_of_the_claims_own_test():
+    from scipy import stats as scipy_stats
+
+    from tokenmix.study.effects import mann_whitney_null, shift_constant, shift_independent, shift_paired
+
+    null = mann_whitney_null(5, 4)
+    assert null.sum() == math.comb(9, 5) and len(null) == 21
+    # P(U <= 2) under the null, from scipy's exact distribution
+    exact = scipy_stats.mannwhitneyu([0, 1, 2, 3, 4], [10, 11, 12, 13], method="exact", alternative="less").pvalue
+    assert null[:1].sum() / null.sum() == pytest.approx(exact)
+    e = shift_independent([2.0, 2.1, 2.2, 2.3, 2.4], [1.0, 1.1, 1.2, 1.3, 1.4])
+    assert e.estimate == pytest.approx(1.0) and e.low < 1.0 < e.high and e.low > 0
+    assert shift_paired([0.1] * 10).estimate == pytest.approx(0.1)
+    c = shift_constant([1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, 1.01, 0.99, 1.0], 0.0)
+    assert c.low <= 1.0 <= c.high
+    win = verdicts([claim()], {"a": HIGH, "b": LOW})[0]
+    assert win.effect.estimate == pytest.approx(1.0 / 1.2) and win.effect.low > 0  # relative to b's mean
 
 
 def test_inconclusive_says_why_and_what_would_decide_it():
@@ -192,7 +219,7 @@ def test_inconclusive_says_why_and_what_would_decide_it():
     outcomes = verdicts(claims, {"a": seeds(1.03, 1.02, 1.04), "b": seeds(1.0, 1.01, 0.99)})
     assert [o.verdict for o in outcomes] == [OPEN] * 6
     reason = outcomes[0].reason
-    assert "n = 3 vs 3 seeds: the smallest attainable p is 0.05, × 6 claims (Holm) = 0.3 > 0.05" in reason
+    assert "n = 3 vs 3 seeds: the smallest attainable two-sided p is 0.1, at best 0.6 after Holm over 6 claims" in reason
     assert "means differ 3 %, sd 1 %: about 5 seeds per label would show it" in reason
     assert "normal approximation" in reason
     overlap = verdicts([claim()], {"a": seeds(1.0, 2.0, 3.0, 4.0, 5.0), "b": seeds(1.5, 2.5, 3.5, 4.5, 5.5)})[0]
@@ -204,7 +231,7 @@ def test_unmeasured_claims_stay_in_the_holm_family():
     data = {"a": HIGH, "b": LOW}
     samples = lambda c: (data["a"], data["b"], "") if c.text == "measured" else (None, None, "no data")  # noqa: E731
     outcomes = judge([claim(text="measured"), claim(text="later")], samples)
-    assert outcomes[0].adjusted == pytest.approx(2 / 252) and outcomes[0].verdict == HOLDS
+    assert outcomes[0].adjusted == pytest.approx(4 / 252) and outcomes[0].verdict == HOLDS  # 2 claims x 2-sided
     assert outcomes[1].verdict == MISSING and outcomes[1].reason == "no data"
 
 
@@ -217,7 +244,7 @@ def test_a_claim_whose_fixed_seeds_are_not_all_in_is_pending_and_decides_nothing
     assert early.verdict == PENDING and early.reason.startswith("a 5 of the 7 seeds")
     assert early.p_for == pytest.approx(1 / 252) and early.adjusted is None  # interim p shown, never adjusted
     # the pending claim counts in Holm's family with p = 1, as a claim not measured does
-    assert done.verdict == HOLDS and done.adjusted == pytest.approx(2 / 252)
+    assert done.verdict == HOLDS and done.adjusted == pytest.approx(4 / 252)
     assert judge([claim(text="early")], lambda c: (data["a"], data["b"], ""), unfinished=lambda c: "")[0].verdict \
         == HOLDS
 
@@ -238,7 +265,7 @@ def test_sign_test_against_a_constant():
     slopes = rounds(1.02, 0.98, 1.05, 1.01, 0.99, 1.0, 1.03, 1.04, 0.97, 1.02)
     outcome = verdicts([claim("less", b=1.2, measure="time_slope")], {"a": slopes})[0]
     assert outcome.verdict == HOLDS and outcome.p_for == pytest.approx(2 ** -10)
-    assert verdicts([claim("greater", b=1.6, measure="time_slope")], {"a": slopes})[0].verdict == FAILS
+    assert verdicts([claim("greater", b=1.6, measure="time_slope")], {"a": slopes})[0].verdict == OPPOSITE
     near = verdicts([claim("approx", b=0.6, margin=0.05)], {"a": seeds(0.6, 0.601, 0.599, 0.6, 0.602)})[0]
     assert near.verdict == HOLDS and near.p_for == pytest.approx(1 / 32)
 
@@ -324,7 +351,7 @@ def test_tokenmix_report_end_to_end(tmp_path):
     assert main(["report", "--data", str(DATA), "--out", str(out), "--experiments", str(ROOT / "experiments"),
                  "--no-plots"]) == 0
     text = out.read_text()
-    assert "## Summary" in text and "Verdicts per paper" in text and "*(added)*" in text
+    assert "## Summary" in text and "Paper claims per paper" in text and "*(added)*" in text
     assert "| `001-kerformer-listops` | Kerformer's step time grows linearly with N (log-log slope ≤ 1.2, " \
            "N = 256-4,096) *(added)* | **holds** |" in text  # from the committed harness CSV
     assert "`tokenmix steptime --config experiments/000-time-to-accuracy.toml`" in text

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import tokenmix.training.results as results_module
+import tokenmix.training.executor as executor_module
 import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
-from tokenmix.training.experiment import load_experiment
+from tokenmix.training.experiment import load_experiment, make_task
 from tokenmix.training.results import (COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, ResultsDir, config_hash,
                                        git_commit,
                                        read_csv, run_config, upsert_rows)
@@ -78,6 +79,47 @@ def test_the_hash_ignores_what_does_not_change_a_run():
         assert config_hash(run_config(other, other.runs(kind)[0], 1)) != config_hash(run_config(tiny(), base, 1)), change
     assert config_hash(run_config(tiny("seeds=[1]"), tiny("seeds=[1]").runs(kind)[0], 1)) != \
         config_hash(run_config(tiny(), base, 1))
+
+
+def _data(task) -> list:
+    return [task.splits[name].ids.tolist() for name in ("train", "test")] + [task.splits["test"].labels.tolist()]
+
+
+def test_task_seed_run_draws_each_runs_data_from_its_seed():
+    per_run, fixed = tiny("task.seed='run'", "seeds=[0,1]"), tiny("seeds=[0,1]")
+    assert _data(make_task(per_run, 0)) != _data(make_task(per_run, 1))  # other splits, other test labels
+    assert _data(make_task(fixed, 0)) == _data(make_task(fixed, 1)) == _data(make_task(per_run, 0))
+    assert _data(make_task(per_run)) == _data(make_task(fixed))  # planning and the chance file: seed 0's data
+
+
+def test_a_run_trains_on_its_own_seeds_data(tmp_path, monkeypatch):
+    seen = []
+
+    def stop(experiment, run_seed=None):
+        seen.append(make_task(experiment, run_seed).seed)
+        raise KeyboardInterrupt  # the data seed is known: no need to train
+
+    monkeypatch.setattr(executor_module, "make_task", stop)
+    for sets, seed in ((("task.seed='run'",), 1), (("task.seed='run'",), 0), ((), 1), (("task.seed=3",), 1)):
+        with pytest.raises(KeyboardInterrupt):
+            executor_module.run_one(tiny("seeds=[0,1]", *sets).to_dict(), "relation", seed, str(tmp_path), 1)
+    assert seen == [1, 0, 0, 3]
+
+
+def test_task_seed_run_is_hashed_as_the_runs_seed():
+    kind = task_info("recall").kind
+    per_run, fixed = tiny("task.seed='run'", "seeds=[0,1]"), tiny("seeds=[0,1]")
+    hashes = {(name, r.seed): config_hash(run_config(e, r, 1))
+              for name, e in (("run", per_run), ("fixed", fixed)) for r in e.runs(kind) if r.label == "relation"}
+    assert hashes[("run", 1)] != hashes[("fixed", 1)]  # seed 1's run sees seed 1's data, not seed 0's
+    assert hashes[("run", 0)] == hashes[("fixed", 0)]  # the same data, the same weights: the same config
+    assert run_config(per_run, per_run.runs(kind)[1], 1)["task"]["seed"] == 1
+
+
+@pytest.mark.parametrize("value", ["-1", "'runs'", "true", "1.5", "[0]"])
+def test_task_seed_is_an_int_or_run(value):
+    with pytest.raises(ValueError, match=r'\[task\] seed must be an int >= 0 or "run"'):
+        tiny(f"task.seed={value}")
 
 
 def test_a_fresh_clone_with_committed_results_trains_nothing(sweep, tmp_path, monkeypatch):

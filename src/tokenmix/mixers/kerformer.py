@@ -17,7 +17,8 @@ _SEK_INPUTS = ("keys", "activated")  # what SE-K pools: the pre-activation K, or
 @register_mixer(
     "kerformer",
     paper="Gan et al. (2023) eqs. 7-9, §3.5",
-    complexity="O(N d^2)",
+    complexity="O(N d^2 + L^2 / r) (SE-K: Linear(L, L/r), Linear(L/r, L) over the L = max_len >= N positions, "
+               "2 L^2 / r parameters; O(N^2 / r) at L = N; O(N d^2) with se_k=False)",
     causal=True,
     recurrent=True,
     needs_max_len=True,
@@ -45,7 +46,9 @@ class Kerformer(KernelAttentionMixer):
     and a right-padded sequence gets the same weights as when run alone), passed through
     ``Linear(max_len, max_len // se_reduction)``, ``Linear(max_len // se_reduction, max_len)`` with no ReLU
     in between (the paper removes it, as K is already non-negative) and a sigmoid; the first N weights scale
-    the rows of ``phi(K)`` of every head. This costs O(B max_len^2 / se_reduction), independent of d, and
+    the rows of ``phi(K)`` of every head. This costs O(B max_len^2 / se_reduction) time and
+    ``2 max_len^2 / se_reduction`` parameters, independent of d but quadratic in the sequence length the model
+    is built for (``max_len >= N``): Gan et al.'s "linear in N" holds only with ``se_k=False``. It also
     ties the module to ``max_len``: ``se_k=True`` requires ``max_len`` and sequences longer than ``max_len``
     are rejected. With ``se_k=False`` no ``max_len`` is needed.
 

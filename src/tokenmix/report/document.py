@@ -17,9 +17,11 @@ from ..study.claims import PaperText, check_labels, parse_claims, parse_paper
 from ..training.experiment import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .measures import ExperimentData, load_data
-from .sections import Study, harness_section, measured_section, not_pooled_note, provenance_note, run_here
+from .sections import (Study, harness_section, judge_study, measured_section, not_pooled_note, provenance_note,
+                       run_here)
 from .tables import table
-from ..study.verdict import EQUIVALENT, FAILS, HOLDS, MISSING, OPEN, PENDING, RULES, Outcome
+from ..study.verdict import (HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, RULES, SMALL, Outcome,
+                             decide)
 
 __all__ = ["load_studies", "papers_of", "render", "write_report"]
 
@@ -108,52 +110,76 @@ def _found(study: Study, data: Path) -> ExperimentData:
     return found
 
 
-def study_section(study: Study, data: Path, out: Path, plots: bool,
-                  level: str) -> tuple[list[str], list[Outcome] | None]:
-    """One experiment: what was run and, when its CSV is there, the table, plot and verdicts (None when it is
-    not run yet); then its extra lines."""
-    lines = [f"{level} {study.paper.title} (`{study.name}`)", "", *run_here(study, data), ""]
+def judged(study: Study, data: Path) -> tuple[ExperimentData, list[Outcome] | None]:
+    """A study's data and its outcomes (Holm over its own file; None when it has not run)."""
     found = _found(study, data)
-    outcomes = None
     if found.runs is None and found.harness and any(c.harness for c in study.claims):
-        harness, outcomes = harness_section(study, found, level)
+        return found, judge_study(study, found)
+    if not found.runs:
+        return found, None
+    return found, judge_study(study, found)
+
+
+def one_family(all_outcomes: list[Outcome]) -> None:
+    """Every paper claim of the report in one Holm family (the headline), the added claims in another; each
+    outcome keeps its per-file verdict in ``file_verdict``."""
+    for added in (False, True):
+        decide([o for o in all_outcomes if o.claim.added == added])
+
+
+def study_section(study: Study, data: Path, out: Path, plots: bool, level: str,
+                  found: ExperimentData | None = None,
+                  outcomes: list[Outcome] | None = None) -> tuple[list[str], list[Outcome] | None]:
+    """One experiment: what was run and, when its CSV is there, the table, plot and verdicts (None when it is
+    not run yet); then its extra lines. ``found``/``outcomes``: already judged (:func:`judged`)."""
+    lines = [f"{level} {study.paper.title} (`{study.name}`)", "", *run_here(study, data), ""]
+    found = found if found is not None else _found(study, data)
+    if found.runs is None and found.harness and any(c.harness for c in study.claims):
+        harness, outcomes = harness_section(study, found, level, outcomes)
         lines += harness
     elif found.runs is None:
+        outcomes = None
         lines += [f"**Not run yet.** Run `tokenmix compare --config {study.file}`; no verdicts until then.", ""]
     elif not found.runs:  # every recorded row is stale: nothing to pool
+        outcomes = None
         lines += [not_pooled_note(found), "", *provenance_note(found), "",
                   f"**No recorded row is a run of the file as it stands**: no table and no verdicts until "
                   f"`tokenmix compare --config {study.file} --results {data}` has trained them again.", ""]
     else:
-        measured, outcomes = measured_section(study, found, data, out, plots, level)
+        measured, outcomes = measured_section(study, found, data, out, plots, level, outcomes)
         lines += measured
     extra = STUDY_EXTRAS[study.name](data, found, level) if study.name in STUDY_EXTRAS else []
     return lines + (extra + [""] if extra else []), outcomes
 
 
-COUNTED = (HOLDS, FAILS, EQUIVALENT, OPEN, PENDING, MISSING)
+COUNTED = (HOLDS, SMALL, OPPOSITE, NO_DIFFERENCE, OPEN, PENDING, MISSING)
 
 
 def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> list[str]:
-    """One row per claim (an experiment not run yet: one row), then the verdicts counted per paper."""
+    """One row per claim (an experiment not run yet: one row), then the verdicts counted per paper (Holm over
+    every paper claim at once)."""
     rows = []
     counts: dict[str, dict[str, int]] = {}
     for paper, study, outcomes in results:
         tally = counts.setdefault(paper.heading, dict.fromkeys(COUNTED, 0))
         if outcomes is None:
-            rows.append([f"`{study.name}`", "all", "not run yet"])
-            tally[MISSING] += len(study.claims)
+            rows.append([f"`{study.name}`", "all", "not run yet", "—", "—"])
+            tally[MISSING] += len([c for c in study.claims if not c.added])
             continue
         for o in outcomes:
+            before = o.legacy_text if o.legacy and o.legacy != o.verdict else "unchanged"
             rows.append([f"`{study.name}`", o.claim.text + (" *(added)*" if o.claim.added else ""),
-                         f"**{o.verdict_text}**"])
-            tally[o.verdict] += 1
-    lines = table(["experiment", "claim", "verdict"], rows)
+                         f"**{o.verdict_text}**", o.file_verdict if o.file_verdict != o.verdict else "same",
+                         before])
+            if not o.claim.added:
+                tally[o.verdict] += 1
+    lines = table(["experiment", "claim", "verdict (Holm over every paper claim)", "Holm over its file only",
+                   "before → now"], rows)
     lines += ["", "*(added)*: a claim added here (the time-scaling consequences of the papers' complexities), "
-              "not one the paper states in these words.", "", "Verdicts per paper (an experiment not run yet "
-              "counts as not measured):", ""]
-    head = ["paper", "claims", "holds", "does not hold", "does not hold (equivalent within ±r)", "inconclusive",
-            "pending (sweep not finished)", "not measured"]
+              "not one the paper states in these words; the added claims are their own Holm family and are not "
+              "counted below.", "", "Paper claims per paper (an experiment not run yet counts as not measured):",
+              ""]
+    head = ["paper", "claims", *COUNTED]
     lines += table(head, [[heading, str(sum(t.values())), *(str(t[v]) for v in COUNTED)]
                           for heading, t in counts.items()])
     return lines
@@ -168,13 +194,15 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
     if not found:
         raise ValueError(f"no experiment file with a [paper] table in {str(experiments)!r} (--experiments): nothing "
                          f"to report")
+    done = {study.name: judged(study, data) for _, studies in papers_of(found) for study in studies}
+    one_family([o for _, outcomes in done.values() for o in outcomes or []])
     for paper, studies in papers_of(found):
         body += [f"## {paper.heading}", "", "### The paper's claim", "", paper.claim, ""]
         level = "###" if len(studies) == 1 else "####"
         if len(studies) > 1:
             body += ["### What was run here", ""]
         for study in studies:
-            section, outcomes = study_section(study, data, out, plots, level)
+            section, outcomes = study_section(study, data, out, plots, level, *done[study.name])
             body += section
             results.append((paper, study, outcomes))
         if paper.key in PAPER_EXTRAS:

@@ -16,7 +16,7 @@ from ..study.power import planned_floor
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
 from .plateau import CRITERION, plateau_count
-from .tables import mean_sd_text, num, pvalue, table
+from .tables import mean_sd_text, num, percent, pvalue, table
 from ..study.verdict import Outcome, judge
 
 if TYPE_CHECKING:
@@ -82,15 +82,33 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
     ]
 
 
-def _samples(found: ExperimentData):
+def _without(values: Values | None, seeds: set[int]) -> Values | None:
+    if values is None or not seeds or values.unit != "seed":
+        return values
+    kept = [(k, v) for k, v in zip(values.keys, values.values) if k not in seeds]
+    return Values(values.unit, tuple(k for k, _ in kept), tuple(v for _, v in kept))
+
+
+def chosen_on(study: "Study", claim: Claim) -> set[int]:
+    """The seeds a time-to-target claim leaves out: those whose runs chose the target ([report]
+    target_chosen_on)."""
+    if claim.measure != "time_to_target_s":
+        return set()
+    return set(study.experiment.report.get("target_chosen_on", []))
+
+
+def _samples(found: ExperimentData, study: "Study | None" = None):
     def samples(claim: Claim):
         a, why_a = found.values(claim.a, claim)
+        left_out = chosen_on(study, claim) if study is not None else set()
+        a = _without(a, left_out)
         if claim.b == "chance":
             b, why_b = found.chance, "" if found.chance is not None else f"no `{found.name}-chance.csv`"
         elif claim.against_constant:
             b, why_b = float(claim.b), ""
         else:
             b, why_b = found.values(claim.b_label, claim)
+            b = _without(b, left_out)
         missing = "; ".join(dict.fromkeys(w for w in (why_a, why_b) if w))
         return a, b, missing
     return samples
@@ -103,19 +121,45 @@ def _unfinished(study: Study, found: ExperimentData):
     def unfinished(claim: Claim) -> str:
         if claim.harness:
             return ""
-        counts = {label: found.seeds_in(label, planned) for label in (claim.a, claim.b_label) if label}
-        short = ", ".join(f"{label} {n}" for label, n in counts.items() if n < len(planned))
+        seeds = [s for s in planned if s not in chosen_on(study, claim)]
+        counts = {label: found.seeds_in(label, seeds) for label in (claim.a, claim.b_label) if label}
+        short = ", ".join(f"{label} {n}" for label, n in counts.items() if n < len(seeds))
         if not short:
             return ""
-        return (f"{short} of the {len(planned)} seeds fixed before the runs are in; judged when all are "
+        return (f"{short} of the {len(seeds)} seeds fixed before the runs are in; judged when all are "
                 f"(the p-values shown are interim and decide nothing)")
     return unfinished
 
 
 def judge_study(study: Study, found: ExperimentData) -> list[Outcome]:
     seeds, rounds = len(study.experiment.seeds), study.experiment.report["harness_rounds"]
-    return judge(study.claims, _samples(found), lambda claim: planned_floor(claim, seeds, rounds),
+    return judge(study.claims, _samples(found, study),
+                 lambda claim: planned_floor(claim, seeds - len(chosen_on(study, claim)), rounds),
                  _unfinished(study, found))
+
+
+def other_targets(study: Study, found: ExperimentData) -> list[str]:
+    """The time-to-target claims judged again at each of ``[report] targets_beside`` (Holm over the file), one
+    line each, with how many seeds of each label reached that target."""
+    import dataclasses
+
+    lines = []
+    claims = [c for c in study.claims if c.measure == "time_to_target_s"]
+    for target in study.experiment.report.get("targets_beside", []):
+        if not claims or found.target is None:
+            break
+        moved = dataclasses.replace(found, target=float(target))
+        for o in judge_study(study, moved):
+            if o.claim.measure != "time_to_target_s":
+                continue
+            reached = []
+            for label, sample in ((o.claim.a, o.a), (o.claim.b_label, o.b)):
+                values = list(sample.values) if isinstance(sample, Values) else []
+                reached.append(f"{label} reached it in {sum(math.isfinite(v) for v in values)} of {len(values)}")
+            lines.append(f"- At target {target:g} ({study.experiment.report['target_k']} evaluations in a row): "
+                         f"{o.claim.text}: **{o.verdict_text}**" + (f" ({o.reason})" if o.reason else "")
+                         + f"; {', '.join(reached)} seeds.")
+    return lines
 
 
 def _plateaus(found: ExperimentData, label: str) -> tuple[int, int]:
@@ -207,18 +251,41 @@ def _plateau_flag(o: Outcome, found: ExperimentData) -> str:
             + ", ".join(f"{label} {done}/{judged}" for label, done, judged in counts) + ")")
 
 
+def effect_text(o: Outcome) -> str:
+    """The effect and its interval, relative to the reference, beside the claim's margin."""
+    if o.effect is None:
+        return "—"
+    e = o.effect
+    cell = f"{_signed(e.estimate)} [{_signed(e.low)}, {_signed(e.high)}]"
+    return cell + (f" (margin ±{100 * o.margin:g} %)" if o.margin else "")
+
+
+def _signed(x: float) -> str:
+    if not math.isfinite(x):
+        return "−∞" if x < 0 else "+∞"
+    return ("+" if x >= 0 else "−") + percent(abs(x))
+
+
 def claims_table(outcomes: list[Outcome], found: ExperimentData) -> list[str]:
     rows = []
     for o in outcomes:
         pvalues = "—"
         if o.p_for is not None:
-            pvalues = " / ".join(pvalue(p) for p in (o.p_for, o.p_against, o.p_equiv) if p is not None)
+            pvalues = f"{pvalue(o.p_difference)}" + (f" / {pvalue(o.p_equivalent)}" if o.p_equivalent is not None
+                                                      else "")
+        adjusted = "—" if o.adjusted is None else pvalue(o.adjusted) + (
+            f" / {pvalue(o.adjusted_equiv)}" if o.adjusted_equiv is not None else "")
         verdict = f"**{o.verdict_text}**" + (f": {o.reason}" if o.reason else "") + _plateau_flag(o, found)
+        if o.registration:
+            verdict += f" — {o.registration}"
         text = o.claim.text + (" *(added)*" if o.claim.added else "")
-        rows.append([text, o.claim.paper, _compared(o), _here(o), pvalues,
-                     "—" if o.adjusted is None else pvalue(o.adjusted), verdict])
-    return table(["claim", "paper", "compared", "here (mean ± sd)", "p for / against (/ equivalent)", "Holm p",
-                  "verdict"], rows)
+        file_only = o.file_verdict if o.file_verdict and o.file_verdict != o.verdict else "same"
+        rows.append([text, o.claim.paper, _compared(o), _here(o), effect_text(o), pvalues,
+                     f"{adjusted} (of {o.family})" if o.adjusted is not None else "—", verdict, file_only,
+                     f"{o.legacy_text} → {o.verdict_text}" if o.legacy and o.legacy != o.verdict else "unchanged"])
+    return table(["claim", "paper", "compared", "here (mean ± sd)", "effect [95 % CI] of a − f·b, of f·b",
+                  "p difference (/ equivalent)", "Holm p, one family", "verdict", "Holm over this file only",
+                  "before → now"], rows)
 
 
 def plot_study(study: Study, found: ExperimentData, metric: str, data: Path, out: Path) -> str:
@@ -300,13 +367,38 @@ TIMES_NOTE = ("Times: the time claims read the step-time harness (`tokenmix step
               "median step time.")
 
 
-def harness_section(study: Study, found: ExperimentData, level: str) -> tuple[list[str], list[Outcome]]:
+def harness_section(study: Study, found: ExperimentData, level: str,
+                    outcomes: list[Outcome] | None = None) -> tuple[list[str], list[Outcome]]:
     """An experiment whose training runs have not finished yet but whose step-time harness has: the claims the
     harness alone decides are judged; the others are not measured."""
     lines = [f"**Training runs not finished yet** (`tokenmix compare --config {study.file}`): no accuracy table "
              f"until then. The claims the step-time harness alone decides are judged now.", "", TIMES_NOTE, ""]
-    outcomes = judge_study(study, found)
-    return lines + [f"{level}# Claims", "", *claims_table(outcomes, found), ""], outcomes
+    outcomes = outcomes if outcomes is not None else judge_study(study, found)
+    lines += [f"{level}# Claims", "", *claims_table(outcomes, found), ""]
+    chosen = study.experiment.report.get("target_chosen_on", [])
+    if chosen and any(c.measure == "time_to_target_s" for c in study.claims):
+        lines += [f"The time-to-target claims leave out seed{'s' if len(chosen) > 1 else ''} "
+                  f"{', '.join(map(str, chosen))}: its runs chose the target ({found.target:g}), so they cannot "
+                  f"also test it. Judged again at other targets, over the file's claims:", "",
+                  *other_targets(study, found), ""]
+    ties = tie_note(outcomes, found)
+    if ties:
+        lines += [ties, ""]
+    return lines, outcomes
+
+
+def tie_note(outcomes: list[Outcome], found: ExperimentData) -> str:
+    """When paper claims of the experiment find no difference: say it is a limit of the experiment."""
+    from ..study.verdict import NO_DIFFERENCE
+
+    judged = [o for o in outcomes if not o.claim.added and o.adjusted is not None]
+    ties = [o for o in judged if o.verdict == NO_DIFFERENCE]
+    if not ties:
+        return ""
+    return (f"**No difference at this scale** ({len(ties)} of {len(judged)} paper claims): the labels compared "
+            f"are equivalent within the claims' margins. That is a limit of this experiment (its task, size and "
+            f"budget cannot tell these mechanisms apart), not evidence that the paper's difference does not "
+            f"exist where the paper measured it.")
 
 
 def not_pooled_note(found: ExperimentData) -> str:
@@ -347,7 +439,7 @@ def provenance_note(found: ExperimentData) -> list[str]:
 
 
 def measured_section(study: Study, found: ExperimentData, data: Path, out: Path, plots: bool,
-                     level: str) -> tuple[list[str], list[Outcome]]:
+                     level: str, outcomes: list[Outcome] | None = None) -> tuple[list[str], list[Outcome]]:
     """The measured table, the plot and the claims table of an experiment that has run."""
     metric = found.runs[0].row["metric"]
     lines = [f"{level}# Measured", ""]
@@ -370,5 +462,29 @@ def measured_section(study: Study, found: ExperimentData, data: Path, out: Path,
         lines += [f"Majority-class rate (test share of the train split's majority class): {num(found.chance)}.", ""]
     if plots:
         lines += [plot_study(study, found, metric, data, out), ""]
-    outcomes = judge_study(study, found)
-    return lines + [f"{level}# Claims", "", *claims_table(outcomes, found), ""], outcomes
+    outcomes = outcomes if outcomes is not None else judge_study(study, found)
+    lines += [f"{level}# Claims", "", *claims_table(outcomes, found), ""]
+    chosen = study.experiment.report.get("target_chosen_on", [])
+    if chosen and any(c.measure == "time_to_target_s" for c in study.claims):
+        lines += [f"The time-to-target claims leave out seed{'s' if len(chosen) > 1 else ''} "
+                  f"{', '.join(map(str, chosen))}: its runs chose the target ({found.target:g}), so they cannot "
+                  f"also test it. Judged again at other targets, over the file's claims:", "",
+                  *other_targets(study, found), ""]
+    ties = tie_note(outcomes, found)
+    if ties:
+        lines += [ties, ""]
+    return lines, outcomes
+
+
+def tie_note(outcomes: list[Outcome], found: ExperimentData) -> str:
+    """When paper claims of the experiment find no difference: say it is a limit of the experiment."""
+    from ..study.verdict import NO_DIFFERENCE
+
+    judged = [o for o in outcomes if not o.claim.added and o.adjusted is not None]
+    ties = [o for o in judged if o.verdict == NO_DIFFERENCE]
+    if not ties:
+        return ""
+    return (f"**No difference at this scale** ({len(ties)} of {len(judged)} paper claims): the labels compared "
+            f"are equivalent within the claims' margins. That is a limit of this experiment (its task, size and "
+            f"budget cannot tell these mechanisms apart), not evidence that the paper's difference does not "
+            f"exist where the paper measured it.")

@@ -9,17 +9,23 @@ from typing import Callable
 
 from . import stats
 from .claims import Claim
+from .effects import Effect, shift_constant, shift_independent, shift_paired
 from .numbers import percent, pvalue
 from .power import ALPHA, holm, smallest_p_independent, smallest_p_sign, smallest_p_wilcoxon
 from .values import Values
 
-__all__ = ["HOLDS", "FAILS", "EQUIVALENT", "OPEN", "PENDING", "MISSING", "VERDICTS", "Outcome", "judge",
-           "claim_pvalues", "p_greater", "design", "smallest_p", "RULES"]
+__all__ = ["HOLDS", "SMALL", "OPPOSITE", "NO_DIFFERENCE", "OPEN", "PENDING", "MISSING", "VERDICTS", "FAILS",
+           "EQUIVALENT", "LEGACY_OPEN", "Outcome", "judge", "measure", "decide", "claim_pvalues", "p_greater",
+           "design", "smallest_p", "effect", "RULES"]
 
-HOLDS, FAILS, OPEN, MISSING = "holds", "does not hold", "inconclusive at this scale", "not measured"
-EQUIVALENT = "does not hold (equivalent)"  # shown with its margin: "does not hold (equivalent within ±2 %)"
+HOLDS, SMALL, OPPOSITE = "holds", "holds, below the margin", "does not hold: the opposite"
+NO_DIFFERENCE, OPEN, MISSING = "no difference at this scale", "inconclusive", "not measured"
 PENDING = "pending (sweep not finished)"  # measured, but fewer seeds than the design fixed before the runs
-VERDICTS = (HOLDS, FAILS, EQUIVALENT, OPEN, PENDING, MISSING)
+VERDICTS = (HOLDS, SMALL, OPPOSITE, NO_DIFFERENCE, OPEN, PENDING, MISSING)
+# the rule before issue 32 (kept to show each claim's "before -> now"): per-file Holm on the smallest p
+FAILS = "does not hold"
+EQUIVALENT = "does not hold (equivalent)"  # shown with its margin: "does not hold (equivalent within ±2 %)"
+LEGACY_OPEN = "inconclusive at this scale"
 Sample = Values | float  # one label's values, or a constant (a chance rate, a slope)
 
 
@@ -86,7 +92,7 @@ def smallest_p(a: Values, b: Sample) -> float:
 
 @dataclass
 class Outcome:
-    """A claim with its data, its p-values and its verdict."""
+    """A claim with its data, its effect, its p-values and its verdict."""
 
     claim: Claim
     a: Values | None
@@ -94,59 +100,156 @@ class Outcome:
     p_for: float | None = None
     p_against: float | None = None
     p_equiv: float | None = None
-    adjusted: float | None = None
+    adjusted: float | None = None  # Holm-adjusted p of the difference test (the approx claims: of "outside")
+    adjusted_equiv: float | None = None  # Holm-adjusted p of the equivalence test (claims with a margin)
     verdict: str = MISSING
     reason: str = ""
+    effect: Effect | None = None  # the shift of a against f·b relative to f·b's mean (a fraction)
+    family: int = 0  # the number of claims Holm adjusted over
+    planned: float = 1.0  # the smallest p the planned design could give (for a claim not measured yet)
+    file_verdict: str = ""  # the verdict with Holm over the claim's experiment file alone
+    legacy: str = ""  # the verdict by the rule before issue 32 (per-file Holm on the smallest p)
+    registration: str = ""  # whether the claim's test was fixed before its data (from git history), one line
+
+    @property
+    def margin(self) -> float | None:
+        return self.claim.margin if self.claim.kind == "approx" else self.claim.equivalence
+
+    @property
+    def p_difference(self) -> float | None:
+        """Two-sided p that a differs from f·b (approx claims: that a lies outside the ±r band)."""
+        if self.p_for is None:
+            return None
+        if self.claim.kind == "approx":
+            return min(1.0, 2 * self.p_against)
+        return min(1.0, 2 * min(self.p_for, self.p_against))
+
+    @property
+    def p_equivalent(self) -> float | None:
+        """The TOST p that a is within ±margin of b (approx claims: their p for)."""
+        return self.p_for if self.claim.kind == "approx" else self.p_equiv
 
     @property
     def verdict_text(self) -> str:
-        if self.verdict == EQUIVALENT:
-            return f"does not hold (equivalent within ±{100 * self.claim.equivalence:g} %)"
         return self.verdict
+
+    @property
+    def legacy_text(self) -> str:
+        if self.legacy == EQUIVALENT:
+            return f"does not hold (equivalent within ±{100 * self.claim.equivalence:g} %)"
+        return self.legacy
 
 
 Samples = Callable[[Claim], tuple[Values | None, Sample | None, str]]
 
 
-def judge(claims: list[Claim], samples: Samples, planned_floor: Callable[[Claim], float] | None = None,
-          unfinished: Callable[[Claim], str] | None = None) -> list[Outcome]:
-    """Every claim's verdict. ``samples(claim)`` gives (a, b, why-missing). Holm runs over every claim of the
-    file, a claim not measured counting with p = 1 (``planned_floor(claim)``: the smallest p its planned
-    design could give, for the attainable-p reasons of the others). ``unfinished(claim)``: why the claim's
-    runs are fewer than its design fixed before them ("" when complete); such a claim is :data:`PENDING`,
-    its interim p-values shown but counted as not measured, so that no look at a part of a fixed-size design
-    decides anything."""
-    outcomes, floors, decisive = [], [], []
+def effect(claim: Claim, a: Values, b: Sample, level: float = 0.95) -> Effect | None:
+    """The Hodges-Lehmann shift of ``a`` against f·``b`` relative to f·b's mean, with its exact interval
+    (:mod:`tokenmix.study.effects`); None where the reference is not finite."""
+    factor = 1.0 if claim.kind == "approx" else claim.factor
+    if isinstance(b, Values):
+        reference = factor * statistics.mean(b.values) if all(math.isfinite(v) for v in b.values) else math.inf
+        if design(a, b) == "paired":
+            shift = shift_paired([u - factor * v for u, v in _pairs(a, b)], level)
+        else:
+            shift = shift_independent(list(a.values), [factor * v for v in b.values], level)
+    else:
+        reference = factor * b
+        shift = shift_constant(list(a.values), reference, level)
+    if not math.isfinite(reference):
+        return None
+    return shift.relative(reference)
+
+
+def measure(claims: list[Claim], samples: Samples, unfinished: Callable[[Claim], str] | None = None
+            ) -> list[Outcome]:
+    """Every claim's data, p-values and effect, no verdict yet. ``samples(claim)`` gives (a, b, why-missing);
+    ``unfinished(claim)``: why the claim's runs are fewer than its design fixed before them ("" when complete):
+    such a claim is :data:`PENDING`, its interim p-values shown but deciding nothing."""
+    outcomes = []
     for claim in claims:
         a, b, missing = samples(claim)
         outcome = Outcome(claim, a, b, reason=missing)
         waiting = unfinished(claim) if unfinished and not missing else ""
         if not missing:
             outcome.p_for, outcome.p_against, outcome.p_equiv = claim_pvalues(claim, a, b)
-        if missing or waiting:
-            floors.append(planned_floor(claim) if planned_floor else 1.0)
-            decisive.append(1.0)
-        else:
-            floors.append(smallest_p(a, b))
-            decisive.append(min(p for p in (outcome.p_for, outcome.p_against, outcome.p_equiv) if p is not None))
+            outcome.effect = effect(claim, a, b)
         if waiting:
             outcome.verdict, outcome.reason = PENDING, waiting
         outcomes.append(outcome)
-    best = holm(floors)
-    for outcome, adjusted, floor, attainable in zip(outcomes, holm(decisive), floors, best):
-        if outcome.p_for is None or outcome.verdict == PENDING:
-            continue
-        outcome.adjusted = adjusted
-        _decide(outcome, len(claims), floor, attainable)
     return outcomes
 
 
-def _decide(outcome: Outcome, family: int, floor: float, attainable: float) -> None:
-    o = outcome
-    if o.adjusted <= ALPHA:
-        smallest = min(p for p in (o.p_for, o.p_against, o.p_equiv) if p is not None)
-        o.verdict = HOLDS if o.p_for == smallest else FAILS if o.p_against == smallest else EQUIVALENT
+def _counts(o: Outcome) -> bool:
+    return o.p_for is not None and o.verdict != PENDING
+
+
+def decide(outcomes: list[Outcome], planned_floor: Callable[[Claim], float] | None = None) -> list[Outcome]:
+    """The verdicts of ``outcomes``, one Holm family (the rule is :data:`RULES`): Holm over the difference tests
+    of every claim, and separately over the equivalence tests of the claims with a margin; a claim not measured
+    or pending counts with p = 1 (``planned_floor(claim)``: the smallest p its planned design could give, for
+    the attainable-p reasons of the others)."""
+    family = len(outcomes)
+    for o in outcomes:
+        if planned_floor is not None:
+            o.planned = planned_floor(o.claim)
+    floors = [smallest_p(o.a, o.b) if _counts(o) else o.planned for o in outcomes]
+    differences = holm([o.p_difference if _counts(o) else 1.0 for o in outcomes])
+    equivalents = holm([o.p_equivalent if _counts(o) and o.p_equivalent is not None else 1.0 for o in outcomes])
+    best = holm([min(1.0, 2 * f) for f in floors])
+    for o, adj_d, adj_e, floor, attainable in zip(outcomes, differences, equivalents, floors, best):
+        o.family = family
+        if not _counts(o):
+            o.adjusted = o.adjusted_equiv = None
+            continue
+        o.adjusted = adj_d
+        o.adjusted_equiv = adj_e if o.p_equivalent is not None else None
+        _decide(o, family, floor, attainable)
+    return outcomes
+
+
+def judge(claims: list[Claim], samples: Samples, planned_floor: Callable[[Claim], float] | None = None,
+          unfinished: Callable[[Claim], str] | None = None) -> list[Outcome]:
+    """:func:`measure` then :func:`decide` with the claims of one experiment file as the family; each outcome
+    also gets its :attr:`~Outcome.file_verdict` and its :attr:`~Outcome.legacy` verdict."""
+    outcomes = decide(measure(claims, samples, unfinished), planned_floor)
+    _legacy(outcomes, planned_floor)
+    for o in outcomes:
+        o.file_verdict = o.verdict
+    return outcomes
+
+
+def _decide(o: Outcome, family: int, floor: float, attainable: float) -> None:
+    """The rule: which tests are significant after Holm, never which p is smaller."""
+    o.reason = ""
+    different = o.adjusted <= ALPHA
+    equivalent = o.adjusted_equiv is not None and o.adjusted_equiv <= ALPHA
+    margin = f"±{100 * o.margin:g} %" if o.margin else ""
+    if o.claim.kind == "approx":
+        if equivalent:
+            o.verdict = HOLDS
+        elif different:
+            side = "below" if o.effect is not None and o.effect.estimate < 0 else "above"
+            o.verdict, o.reason = OPPOSITE, f"outside the {margin} band, {side} it"
+        else:
+            _open(o, family, floor, attainable)
         return
+    claimed = (o.p_for < o.p_against)  # the side the two-sided test found, when significant
+    if different and claimed:
+        o.verdict = SMALL if equivalent else HOLDS
+        if equivalent:
+            o.reason = f"significant, but within the {margin} the claim calls negligible"
+    elif different:
+        o.verdict = OPPOSITE
+        if equivalent:
+            o.reason = f"the opposite, though within {margin}"
+    elif equivalent:
+        o.verdict, o.reason = NO_DIFFERENCE, f"equivalent within {margin}; no difference either way"
+    else:
+        _open(o, family, floor, attainable)
+
+
+def _open(o: Outcome, family: int, floor: float, attainable: float) -> None:
     o.verdict = OPEN
     kind = design(o.a, o.b)
     unit = "rounds" if o.a.unit == "round" else "seeds"
@@ -156,16 +259,31 @@ def _decide(outcome: Outcome, family: int, floor: float, attainable: float) -> N
         sizes = f"n = {len(_pairs(o.a, o.b))} paired rounds"
     else:
         sizes = f"n = {len(o.a)} {unit} against the constant"
+    two_sided = min(1.0, 2 * floor)
     if attainable > ALPHA:
-        if math.isclose(attainable, min(1.0, floor * family)):
-            why = (f"{sizes}: the smallest attainable p is {pvalue(floor)}, × {family} claims (Holm) = "
-                   f"{pvalue(attainable)} > {ALPHA}")
-        else:
-            why = (f"{sizes}: the smallest attainable p is {pvalue(floor)}, at best {pvalue(attainable)} after "
-                   f"Holm over {family} claims > {ALPHA}")
+        why = (f"{sizes}: the smallest attainable two-sided p is {pvalue(two_sided)}, at best {pvalue(attainable)} "
+               f"after Holm over {family} claims > {ALPHA}")
     else:
         why = f"{sizes}: Holm-adjusted p = {pvalue(o.adjusted)} > {ALPHA}"
+        if o.adjusted_equiv is not None:
+            why += f" (equivalence {pvalue(o.adjusted_equiv)})"
     o.reason = why + "; " + what_would_decide(o, family)
+
+
+def _legacy(outcomes: list[Outcome], planned_floor: Callable[[Claim], float] | None) -> None:
+    """The rule before issue 32, for the "before -> now" column: Holm over the file on each claim's smallest
+    of p for / against / equivalent, and the verdict of whichever is smallest."""
+    decisive = [min(p for p in (o.p_for, o.p_against, o.p_equiv) if p is not None) if _counts(o) else 1.0
+                for o in outcomes]
+    for o, adjusted in zip(outcomes, holm(decisive)):
+        if not _counts(o):
+            o.legacy = o.verdict
+            continue
+        smallest = min(p for p in (o.p_for, o.p_against, o.p_equiv) if p is not None)
+        if adjusted > ALPHA:
+            o.legacy = LEGACY_OPEN
+        else:
+            o.legacy = HOLDS if o.p_for == smallest else FAILS if o.p_against == smallest else EQUIVALENT
 
 
 def _spread(o: Outcome) -> tuple[list[float], float, float, float] | None:
@@ -243,22 +361,31 @@ labels timed in the same round, one after the other). The tests are scipy's exac
 * **Against a constant** (a chance rate, a slope): the exact sign test, p = P(Binomial(n, ½) ≥ the number of
   values above it) (`scipy.stats.binomtest`).
 * **Direction claims**, "a < f·b" or "a > f·b": *p for* is the one-sided p in the claimed direction, *p
-  against* the one in the opposite one. f = 1 for "below"/"above"; "far below" is f = ½ (at least twice as
+  against* the one in the opposite one; the **difference test** is two-sided, p = 2 × the smaller of the two
+  (its side says which way a differs). f = 1 for "below"/"above"; "far below" is f = ½ (at least twice as
   fast); "competitive with" is a > 0.9·b.
 * **"≈" claims**, a within ±r of b: equivalence by two one-sided tests (TOST), *p for* = the larger of
-  p(a > (1 − r)·b) and p(a < (1 + r)·b); *p against* = the smaller of p(a < (1 − r)·b) and
-  p(a > (1 + r)·b). The margin r of each claim is in its text.
-* **Equivalence margins of direction claims.** A direction claim may carry a margin r, fixed in its experiment
-  file before the data (with the paper's numbers that justify it): *p equivalent* is the TOST p that a is
-  within ±r of b. Time claims have none.
-* **Correction.** Within one experiment file, Holm's step-down correction over all its claims, applied to each
-  claim's smallest p (of *p for*, *p against* and *p equivalent*: the outcome its data lean to); a claim not
-  measured yet counts with p = 1, so that no verdict changes because another claim's data are missing.
-* **Verdict.** **{HOLDS}**: the Holm-adjusted p ≤ {ALPHA} and *p for* is the smallest. **{FAILS}**: the
-  adjusted p ≤ {ALPHA} and *p against* is the smallest. **does not hold (equivalent within ±r)**: the adjusted
-  p ≤ {ALPHA} and *p equivalent* is the smallest (ties go to *p for*, then *p against*). Otherwise **{OPEN}**,
-  with why and what would decide it. Testing each direction one-sided at {ALPHA} makes the question "which
-  way?" a two-sided test at {2 * ALPHA:.2f}.
+  p(a > (1 − r)·b) and p(a < (1 + r)·b); their difference test asks whether a lies outside the band: p = 2 × the
+  smaller of p(a < (1 − r)·b) and p(a > (1 + r)·b).
+* **Margins.** A direction claim may carry a margin r (its experiment file says when it was fixed, and the
+  claim's row says whether that was before its first data): the **equivalence test** is the TOST p that a is
+  within ±r of b, the size of difference the claim calls negligible. Time claims have none.
+* **Effect.** Each claim shows the Hodges-Lehmann shift of a against f·b relative to f·b's mean, with the 95 %
+  interval that inverts the claim's own exact test (independent seeds: the Mann-Whitney interval over the
+  n·m differences; paired rounds: the signed-rank interval over the Walsh averages; against a constant: the
+  sign test's order statistics), beside the margin it was judged against.
+* **One family.** Holm's step-down correction over **every paper claim of the report at once** (the headline
+  count), separately for the difference tests and for the equivalence tests; the claims *(added)* here form a
+  second family. A claim not measured or pending counts with p = 1, so that no verdict changes because another
+  claim's data are missing. The verdict with Holm over the claim's experiment file alone is shown beside it.
+* **Verdict**, by a rule fixed here (never by which p is smaller). With D = the difference test significant
+  after Holm (≤ {ALPHA}) and E = the equivalence test significant after Holm: **{HOLDS}**: D, on the claimed
+  side, not E. **{SMALL}**: D on the claimed side and E: real but negligible by the claim's own margin.
+  **{OPPOSITE}**: D on the other side (for a "≈" claim: outside the band). **{NO_DIFFERENCE}**: E without D:
+  the labels are equivalent within the margin; counted apart from "does not hold", and worded as a limit of
+  the experiment when every label of the experiment ties. A "≈" claim **{HOLDS}** with E. Otherwise
+  **{OPEN}**, with why and what would decide it. The previous rule (per-file Holm on the smallest of the three
+  p-values) is shown as "before".
 * **Attainable p.** The smallest p is 1/C(n + m, n) for n vs m seeds: 0.05 with 3 vs 3, 1/252 ≈ 0.004 with 5
   vs 5; 2⁻ⁿ for the sign test and the signed-rank test (0.001 with 10 rounds). Holm multiplies it: with every
   claim at its smallest p, Holm's adjusted p is the smallest a claim can reach. With 3 seeds and more than one
@@ -268,8 +395,9 @@ labels timed in the same round, one after the other). The tests are scipy's exac
   80 % power, by the normal approximation (n = 2 (z + z_0.8)² sd² / difference² per label; 1 × for paired or
   one-sample designs), never fewer than the count whose smallest attainable p × the number of claims is
   ≤ {ALPHA}. An estimate for planning, not a promise.
-* **Fixed designs are judged whole.** The seeds of every experiment are fixed in its file before its runs.
-  While a label of a claim has fewer finished runs than that, the claim is **{PENDING}**: its interim p-values
+* **Fixed designs are judged whole.** The seeds of every experiment are fixed in its file; where its git history
+  shows they (or a claim's test) changed after rows existed, the claim's row says so and does not count as
+  pre-registered. While a label of a claim has fewer finished runs than that, the claim is **{PENDING}**: its interim p-values
   are shown but decide nothing, and it counts in Holm's family as not measured. Looking at a growing sample
   and stopping when p first dips below {ALPHA} would make that threshold mean less than it says.
 * A claim whose labels have no data is **{MISSING}**, with the command that measures it; an experiment without

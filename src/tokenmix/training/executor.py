@@ -32,7 +32,7 @@ import torch
 
 from .checkpoint import Checkpointer, set_aside_damaged
 from .config import TrainResult
-from .experiment import Experiment, RunSpec, build_model, make_task
+from .experiment import RUN_SEED, Experiment, RunSpec, build_model, make_task
 from .files import atomic_write_text, disk_full_guard, move_aside
 from .loop import train
 from .provenance import provenance
@@ -78,7 +78,7 @@ def _train_run(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: 
     """:func:`run_one`, also returning the experiment, the run and the task it made."""
     torch.set_num_threads(threads)
     experiment = Experiment.from_dict(experiment_dict)
-    task = make_task(experiment)
+    task = make_task(experiment, seed)  # [task] seed = "run": this run's data, drawn from its seed
     run = next(r for r in experiment.runs(task.info.kind) if r.label == label and r.seed == seed)
     folder = run_dir(Path(out_dir), run)
     with disk_full_guard(folder):
@@ -151,13 +151,15 @@ class RunJob:
         if result is None:
             result, experiment, run, task = _train_run(self.experiment_dict, label, seed, self.out_dir, self.threads)
         elif self.results_dir is not None:
-            task = make_task(experiment)
+            task = make_task(experiment, seed)
             run = next(r for r in experiment.runs(task.info.kind) if r.label == label and r.seed == seed)
         if self.results_dir is not None:
+            record = ResultsDir(self.results_dir, experiment.name)
+            if experiment.task.get("seed") == RUN_SEED and seed != 0 and not record.chance.exists():
+                task = make_task(experiment)  # the chance file describes seed 0's split (as a local sweep's)
             with disk_full_guard(self.results_dir):
-                ResultsDir(self.results_dir, experiment.name).save_run(
-                    result_row(experiment, run, result), COLUMNS, result["history"],
-                    run_config(experiment, run, self.threads), task)
+                record.save_run(result_row(experiment, run, result), COLUMNS, result["history"],
+                                run_config(experiment, run, self.threads), task)
         return result
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:

@@ -9,6 +9,7 @@
     [task]                    # the task and its options (tokenmix.tasks.create_task)
     name = "listops"
     preset = "quick"
+    seed = 0                  # the data's seed (split, sample, generated data); "run": each run's own seed
 
     [model]                   # protocol, sizes and model-class options (Task.build_model)
     protocol = "default"      # default | paper-000 | paper-003 | paper-004 (tokenmix.protocols)
@@ -25,6 +26,8 @@
     [report]
     target = 0.5              # time to target: reached at target_k evaluations in a row
     target_k = 1
+    target_chosen_on = [0]    # seeds whose runs chose the target (a pilot): the time-to-target claims leave them out
+    targets_beside = [0.8]    # the time-to-target claims are also judged at these targets, printed beside
     plots = ["metric_vs_time", "metric_vs_epoch_time"]
     baseline = true           # add the no-context "mlp" run when no entry is it
     harness_rounds = 10       # rounds of `tokenmix steptime` (the samples of every time claim)
@@ -43,7 +46,8 @@
 and value: an unknown key, a wrong type, or a mixer that cannot run the task raises ``ValueError`` naming
 it. :func:`tokenmix.training.sweep.plan` builds every model once (:func:`build_model`: parameter counts, model
 options checked by the model itself), so that all of this fails before any training starts. :func:`make_task`
-builds the experiment's task.
+builds the experiment's task (with ``[task] seed = "run"``, the task of one run: its data drawn from the run's
+seed, so that the seeds' spread covers the data too).
 """
 
 from __future__ import annotations
@@ -70,13 +74,15 @@ from .config import TrainConfig
 
 __all__ = ["Experiment", "MixerEntry", "RunSpec", "load_experiment", "apply_budget", "parse_overrides", "to_toml",
            "make_task", "plan_task", "planned_steps_per_epoch", "build_model", "skip_reason", "DEFAULT_EXPERIMENT",
-           "BASELINE", "PLOTS", "HARNESS_ROUNDS"]
+           "BASELINE", "PLOTS", "HARNESS_ROUNDS", "RUN_SEED"]
 
+RUN_SEED = "run"  # [task] seed = "run": each run's data from the run's own seed (results.run_config hashes it so)
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
 PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
 _TOP = {"name", "description", "seeds", "task", "model", "train", "report", "mixers", "budgets", "claims", "paper"}
 _MODEL_KEYS = {"protocol", "dim", "depth", "heads", "init_std"}  # everything else goes to the model class
-_REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline", "harness_rounds"}
+_REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline", "harness_rounds", "target_chosen_on",
+                "targets_beside"}
 HARNESS_ROUNDS = 10  # rounds of the step-time harness when the file does not set [report] harness_rounds
 _ENTRY_KEYS = {"label", "name", "pattern", "options", "model"}
 # TrainConfig fields an experiment sets; seed/out_dir/resume/progress belong to each run, not to the file.
@@ -164,6 +170,10 @@ class Experiment:
         task = _nones(_table(data, "task"))
         if not isinstance(task.get("name"), str):
             _fail("[task] needs a string 'name' (e.g. name = \"listops\")")
+        data_seed = task.get("seed", 0)
+        if data_seed != RUN_SEED and (not isinstance(data_seed, int) or isinstance(data_seed, bool) or data_seed < 0):
+            _fail(f"[task] seed must be an int >= 0 or \"{RUN_SEED}\" (each run's data from its own seed), "
+                  f"got {data_seed!r}")
         model = {"protocol": "default", "dim": 32, "depth": 2, **_nones(_table(data, "model"))}
         train = _resolve_train(_nones(_table(data, "train")))
         report = {"plots": list(PLOTS), "baseline": True, "target_k": 1, "harness_rounds": HARNESS_ROUNDS,
@@ -266,15 +276,20 @@ def skip_reason(mixer: str, task_kind: str) -> str | None:
     return None
 
 
-def _task_options(experiment: Experiment) -> dict[str, Any]:
+def _task_options(experiment: Experiment, run_seed: int | None = None) -> dict[str, Any]:
+    """``[task]`` without its name, with its data seed: 0 unless set; ``run_seed`` (None: 0) where it is "run"."""
     options = {k: v for k, v in experiment.task.items() if k != "name"}
     options.setdefault("seed", 0)
+    if options["seed"] == RUN_SEED:
+        options["seed"] = 0 if run_seed is None else run_seed
     return options
 
 
-def make_task(experiment: Experiment) -> Task:
-    """The experiment's task (``[task]``: its name and options; data seed 0 unless the file sets one)."""
-    return create_task(experiment.task["name"], **_task_options(experiment))
+def make_task(experiment: Experiment, run_seed: int | None = None) -> Task:
+    """The experiment's task (``[task]``: its name and options; data seed 0 unless the file sets one). With
+    ``[task] seed = "run"``, the task of the run of seed ``run_seed``: its data drawn from that seed (None: seed
+    0's, as planning and the chance file use)."""
+    return create_task(experiment.task["name"], **_task_options(experiment, run_seed))
 
 
 def plan_task(experiment: Experiment) -> Task:
@@ -357,6 +372,12 @@ def _check_report(report: dict[str, Any]) -> None:
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
                                or not math.isfinite(target)):
         _fail(f"[report] target must be a number, got {target!r}")
+    chosen = report.get("target_chosen_on", [])
+    if not isinstance(chosen, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in chosen):
+        _fail(f"[report] target_chosen_on must be a list of seeds, got {chosen!r}")
+    beside = report.get("targets_beside", [])
+    if not isinstance(beside, list) or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in beside):
+        _fail(f"[report] targets_beside must be a list of numbers, got {beside!r}")
     k = report.get("target_k")
     if not is_positive_int(k):
         _fail(f"[report] target_k must be a positive int, got {k!r}")

@@ -7,7 +7,7 @@ finished run:
   ``config_hash`` (below);
 * ``DIR/<name>-history.csv``: every evaluation of every run (:data:`HISTORY_COLUMNS`);
 * ``DIR/<name>-chance.csv`` (classification and image tasks), once: the train split's majority class and its
-  share of the train and test splits (:data:`CHANCE_COLUMNS`);
+  share of the train and test splits (:data:`CHANCE_COLUMNS`; data seed 0's split under ``[task] seed = "run"``);
 * ``DIR/<name>-configs.json``: the resolved run config of every ``config_hash`` in ``<name>.csv``, so that a
   stale row can be told apart from the current config field by field.
 
@@ -15,8 +15,9 @@ finished run:
 
 **config_hash** (:func:`run_config`, :func:`config_hash`): the first 12 hex digits of the sha256 of the
 canonical JSON (sorted keys, no spaces) of a run's resolved config: ``task`` (the ``[task]`` table, data seed 0
-unless set), ``model`` (the run's model settings, None values left out), ``mixer`` (name or layer pattern),
-``mixer_options``, ``seed``, and ``train``: the fields of its :class:`~tokenmix.training.config.TrainConfig`
+unless set; with ``seed = "run"``, the run's own seed, the seed its data were drawn from), ``model`` (the run's
+model settings, None values left out), ``mixer`` (name or layer pattern), ``mixer_options``, ``seed``, and
+``train``: the fields of its :class:`~tokenmix.training.config.TrainConfig`
 (preset resolved) that change what it learns, each only where it differs from the dataclass default (so a
 new field added at a default that keeps the old behaviour keeps every hash). Left out: the output folder,
 resume, progress, tensorboard, checkpoint_every, threads, and the report settings (target, target_k, plots,
@@ -81,6 +82,8 @@ def run_config(experiment: Any, run: Any, threads: int) -> dict[str, Any]:
              if f.name not in _NOT_HASHED and getattr(config, f.name) != getattr(default, f.name)}
     task = dict(experiment.task)
     task.setdefault("seed", 0)
+    if task["seed"] == "run":  # [task] seed = "run" (experiment.RUN_SEED): the run's data come from its own seed
+        task["seed"] = run.seed
     return _plain({"task": task, "model": {k: v for k, v in run.model.items() if v is not None},
                    "mixer": run.mixer, "mixer_options": dict(run.mixer_options), "train": train, "seed": run.seed,
                    "threads": int(threads)})
@@ -143,7 +146,8 @@ def history_records(label: str, seed: int, history: Iterable[dict[str, Any]]) ->
 
 def chance_row(task: Any) -> dict[str, Any] | None:
     """The train split's majority class and its share of the train and test splits (None for language
-    modelling): the accuracy of a model that learned only the class prior."""
+    modelling): the accuracy of a model that learned only the class prior. With ``[task] seed = "run"`` (each
+    run's data from its own seed) the sweep passes data seed 0's task: the file then describes seed 0's split."""
     if task.info.kind == "language_model":
         return None
     train = Counter(task.splits["train"].labels.tolist())

@@ -2,7 +2,8 @@
 honest leaderboard (:mod:`tokenmix.training.leaderboard`).
 
 Every mixer entry x seed is trained by :func:`tokenmix.training.loop.train` on the same task (same data, same batches
-in the same order for a given seed), each in a fresh process (so its peak memory is its own), ``jobs`` at a
+in the same order for a given seed; with ``[task] seed = "run"``, each seed's data drawn from that seed), each in a
+fresh process (so its peak memory is its own), ``jobs`` at a
 time. Before anything trains, every run's model is built once: unknown keys, wrong values and mixers that
 cannot run the task fail then. Outputs in ``out_dir``:
 
