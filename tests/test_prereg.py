@@ -118,7 +118,8 @@ def test_a_test_fixed_before_the_rows_is_preregistered_and_a_later_change_is_not
     r = regs[BEATS]
     margin = f"equivalence margin ±2 % added on 2026-11-22 ({c3[:7]}) after seeds 0-2 were in"
     seeds = f"seeds 3 → 5 on 2026-11-23 ({c4[:7]}) after seeds 0-2 were in"
-    assert r == Registration(BEATS, f"{c4[:12]} 2026-11-23", f"{c2[:12]} 2026-11-21", False, [margin], [seeds])
+    assert r == Registration(BEATS, f"{c4[:12]} 2026-11-23", f"{c2[:12]} 2026-11-21", False, [margin], [seeds],
+                             frozenset({0, 1, 2}))  # the seeds looked at before the last change
     assert registration_note(r) == f"**not pre-registered**: {margin}; {seeds}"
     # the harness claim reads [report] harness_rounds, not the seeds, and has no harness rows yet
     assert regs[SLOPE] == Registration(SLOPE, f"{c1[:12]} 2026-11-20", None, True, [], [])

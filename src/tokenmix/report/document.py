@@ -14,14 +14,28 @@ import sys
 from pathlib import Path
 
 from ..study.claims import PaperText, check_labels, parse_claims, parse_paper
+from ..study.verdict import (HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, RULES, SMALL, Outcome,
+                             decide)
 from ..training.experiment import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .measures import ExperimentData, load_data
+from .prereg import registration_note, registrations
 from .sections import (Study, harness_section, judge_study, measured_section, not_pooled_note, provenance_note,
                        run_here)
 from .tables import table
-from ..study.verdict import (HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, RULES, SMALL, Outcome,
-                             decide)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """0, 1, 2, 4 -> "0-2, 4"."""
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(f"{start}" if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(parts)
+
 
 __all__ = ["load_studies", "papers_of", "render", "write_report"]
 
@@ -110,14 +124,36 @@ def _found(study: Study, data: Path) -> ExperimentData:
     return found
 
 
-def judged(study: Study, data: Path) -> tuple[ExperimentData, list[Outcome] | None]:
-    """A study's data and its outcomes (Holm over its own file; None when it has not run)."""
+def judged(study: Study, data: Path, experiments: Path) -> tuple[ExperimentData, list[Outcome] | None]:
+    """A study's data and its outcomes (Holm over its own file; None when it has not run), each with whether its
+    test was fixed before its data (:mod:`tokenmix.report.prereg`)."""
     found = _found(study, data)
-    if found.runs is None and found.harness and any(c.harness for c in study.claims):
-        return found, judge_study(study, found)
-    if not found.runs:
+    if not found.runs and not (found.runs is None and found.harness and any(c.harness for c in study.claims)):
         return found, None
-    return found, judge_study(study, found)
+    registered = _registrations(study, data, experiments)
+    looked = {text: r.looked for text, r in registered.items() if r.preregistered is False and r.looked}
+    outcomes = judge_study(study, found, looked)
+    for o in outcomes:
+        r = registered.get(o.claim.text)
+        o.registration = registration_note(r) if r is not None else "not in git: unknown"
+        if o.claim.text in looked:
+            noun = "rounds" if o.claim.harness else "seeds"
+            o.registration += (f"; judged only on the runs after the last change (without {noun} "
+                               f"{_ranges(sorted(looked[o.claim.text]))})")
+    return found, outcomes
+
+
+def _registrations(study: Study, data: Path, experiments: Path) -> dict:
+    import subprocess
+
+    top = subprocess.run(["git", "-C", str(data), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top.returncode != 0:
+        return {}
+    file = (Path(experiments) / Path(study.file).name).resolve()
+    try:
+        return registrations(Path(top.stdout.strip()), str(file), str((data / f"{study.name}.csv").resolve()))
+    except ValueError:  # the files are not under that checkout
+        return {}
 
 
 def one_family(all_outcomes: list[Outcome]) -> None:
@@ -194,7 +230,7 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
     if not found:
         raise ValueError(f"no experiment file with a [paper] table in {str(experiments)!r} (--experiments): nothing "
                          f"to report")
-    done = {study.name: judged(study, data) for _, studies in papers_of(found) for study in studies}
+    done = {study.name: judged(study, data, experiments) for _, studies in papers_of(found) for study in studies}
     one_family([o for _, outcomes in done.values() for o in outcomes or []])
     for paper, studies in papers_of(found):
         body += [f"## {paper.heading}", "", "### The paper's claim", "", paper.claim, ""]

@@ -53,6 +53,7 @@ class Registration:
     preregistered: bool | None  # True: fixed before the first row; False: changed after; None: unknown
     changes: list[str]  # the test's changes (claim added, its parameters) made once rows existed
     seeds_extended: list[str]  # the seeds list's (harness rounds') changes made once rows existed
+    looked: frozenset = frozenset()  # the seeds (rounds) already in when the test or the seeds last changed
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,8 @@ def _test(item: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     if measure == "time_to_target_s":
         test["target"] = _number(report.get("target"))
         test["target_k"] = report.get("target_k", 1)
-        chosen = report.get("target_chosen_on")
-        test["target_chosen_on"] = tuple(chosen) if isinstance(chosen, list) else chosen
+        # [report] target_chosen_on only leaves data out (the pilot's seeds): not a choice that could favour a
+        # verdict, so not a test parameter
     return test
 
 
@@ -325,6 +326,7 @@ def _registration(text: str, states: list[_State], parsed: list[dict[str, dict[s
     changes: list[str] = []
     extended: list[str] = []
     prior: set[int] = set()  # the seeds (rounds) of the judged rows in the state before
+    looked: set[int] = set()
     for i, state in enumerate(states):
         claims = parsed[i]
         present = claims is not None and text in claims
@@ -350,15 +352,18 @@ def _registration(text: str, states: list[_State], parsed: list[dict[str, dict[s
             fixed = state
             if late:
                 changes.append(f"claim first in the file{_added(test)} {state.short} {when}")
+                looked = set(before)
         else:
             if test != last_test:
                 fixed = state
                 if late:
                     changes.append(f"{_diff(last_test, test)} {state.short} {when}")
+                    looked = set(before)
             if samples != last_samples:
                 fixed = state
                 if late:
                     extended.append(f"{_samples_diff(last_samples, samples, _harness(item_now))} {state.short} {when}")
+                    looked = set(before)
         last_test, last_samples = test, samples
     rows_at = first_rows.where if first_rows else None
     late_changes = bool(changes or extended)
@@ -366,8 +371,8 @@ def _registration(text: str, states: list[_State], parsed: list[dict[str, dict[s
     if fixed.commit == WORKING_TREE:
         committed = any(p is not None and text in p for s, p in zip(states, parsed) if s.commit != WORKING_TREE)
         return Registration(text, WORKING_TREE if committed else None, rows_at, False if late_changes else None,
-                            changes, extended)
-    return Registration(text, fixed.where, rows_at, not late_changes, changes, extended)
+                            changes, extended, frozenset(looked))
+    return Registration(text, fixed.where, rows_at, not late_changes, changes, extended, frozenset(looked))
 
 
 def registrations(repo: Path, experiment_file: str, results_csv: str,

@@ -83,7 +83,7 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
 
 
 def _without(values: Values | None, seeds: set[int]) -> Values | None:
-    if values is None or not seeds or values.unit != "seed":
+    if values is None or not seeds:
         return values
     kept = [(k, v) for k, v in zip(values.keys, values.values) if k not in seeds]
     return Values(values.unit, tuple(k for k, _ in kept), tuple(v for _, v in kept))
@@ -97,31 +97,41 @@ def chosen_on(study: "Study", claim: Claim) -> set[int]:
     return set(study.experiment.report.get("target_chosen_on", []))
 
 
-def _samples(found: ExperimentData, study: "Study | None" = None):
+def left_out(study: "Study", claim: Claim, looked: dict[str, frozenset] | None) -> set[int]:
+    """The seeds (harness claims: rounds) a claim is not judged on: the pilot's (:func:`chosen_on`), and those
+    already in when its test or seeds last changed (``looked``, from git history: only the runs after the last
+    change judge a claim that was not pre-registered)."""
+    return chosen_on(study, claim) | set((looked or {}).get(claim.text, ()))
+
+
+def _samples(found: ExperimentData, study: "Study | None" = None, looked: dict[str, frozenset] | None = None):
     def samples(claim: Claim):
         a, why_a = found.values(claim.a, claim)
-        left_out = chosen_on(study, claim) if study is not None else set()
-        a = _without(a, left_out)
+        left = left_out(study, claim, looked) if study is not None else set()
+        a = _without(a, left)
         if claim.b == "chance":
             b, why_b = found.chance, "" if found.chance is not None else f"no `{found.name}-chance.csv`"
         elif claim.against_constant:
             b, why_b = float(claim.b), ""
         else:
             b, why_b = found.values(claim.b_label, claim)
-            b = _without(b, left_out)
+            b = _without(b, left)
+        for label, sample in ((claim.a, a), (claim.b_label, b)):
+            if not why_a and isinstance(sample, Values) and not len(sample):
+                why_a = f"every run of {label} came before the claim's test was fixed: run it again"
         missing = "; ".join(dict.fromkeys(w for w in (why_a, why_b) if w))
         return a, b, missing
     return samples
 
 
-def _unfinished(study: Study, found: ExperimentData):
+def _unfinished(study: Study, found: ExperimentData, looked: dict[str, frozenset] | None = None):
     """Why a claim's training runs are fewer than the seeds its experiment file fixed ("" when all are in)."""
     planned = study.experiment.seeds
 
     def unfinished(claim: Claim) -> str:
         if claim.harness:
             return ""
-        seeds = [s for s in planned if s not in chosen_on(study, claim)]
+        seeds = [s for s in planned if s not in left_out(study, claim, looked)]
         counts = {label: found.seeds_in(label, seeds) for label in (claim.a, claim.b_label) if label}
         short = ", ".join(f"{label} {n}" for label, n in counts.items() if n < len(seeds))
         if not short:
@@ -131,11 +141,16 @@ def _unfinished(study: Study, found: ExperimentData):
     return unfinished
 
 
-def judge_study(study: Study, found: ExperimentData) -> list[Outcome]:
-    seeds, rounds = len(study.experiment.seeds), study.experiment.report["harness_rounds"]
-    return judge(study.claims, _samples(found, study),
-                 lambda claim: planned_floor(claim, seeds - len(chosen_on(study, claim)), rounds),
-                 _unfinished(study, found))
+def judge_study(study: Study, found: ExperimentData, looked: dict[str, frozenset] | None = None) -> list[Outcome]:
+    """The claims' outcomes, Holm over the file; ``looked``: per claim text, the seeds (rounds) to leave out
+    because they were in before its test last changed (:func:`left_out`)."""
+    seeds, rounds = study.experiment.seeds, study.experiment.report["harness_rounds"]
+
+    def floor(claim: Claim) -> float:
+        kept = len([s for s in seeds if s not in left_out(study, claim, looked)])
+        return planned_floor(claim, max(kept, 1), max(rounds - len(left_out(study, claim, looked)), 1))
+
+    return judge(study.claims, _samples(found, study, looked), floor, _unfinished(study, found, looked))
 
 
 def other_targets(study: Study, found: ExperimentData) -> list[str]:
@@ -230,7 +245,7 @@ def _compared(o: Outcome) -> str:
 
 def _here(o: Outcome) -> str:
     a, b = o.a, o.b
-    if a is None or b is None or (isinstance(b, Values) and not len(b)):
+    if a is None or b is None or not len(a) or (isinstance(b, Values) and not len(b)):
         return "—"
     other = mean_sd_text(list(b.values)) if isinstance(b, Values) else num(b) + (
         " (chance)" if o.claim.b == "chance" else "")
@@ -276,16 +291,15 @@ def claims_table(outcomes: list[Outcome], found: ExperimentData) -> list[str]:
         adjusted = "—" if o.adjusted is None else pvalue(o.adjusted) + (
             f" / {pvalue(o.adjusted_equiv)}" if o.adjusted_equiv is not None else "")
         verdict = f"**{o.verdict_text}**" + (f": {o.reason}" if o.reason else "") + _plateau_flag(o, found)
-        if o.registration:
-            verdict += f" — {o.registration}"
         text = o.claim.text + (" *(added)*" if o.claim.added else "")
         file_only = o.file_verdict if o.file_verdict and o.file_verdict != o.verdict else "same"
         rows.append([text, o.claim.paper, _compared(o), _here(o), effect_text(o), pvalues,
                      f"{adjusted} (of {o.family})" if o.adjusted is not None else "—", verdict, file_only,
-                     f"{o.legacy_text} → {o.verdict_text}" if o.legacy and o.legacy != o.verdict else "unchanged"])
+                     f"{o.legacy_text} → {o.verdict_text}" if o.legacy and o.legacy != o.verdict else "unchanged",
+                     o.registration or "—"])
     return table(["claim", "paper", "compared", "here (mean ± sd)", "effect [95 % CI] of a − f·b, of f·b",
                   "p difference (/ equivalent)", "Holm p, one family", "verdict", "Holm over this file only",
-                  "before → now"], rows)
+                  "before → now", "test fixed before the data? (git history)"], rows)
 
 
 def plot_study(study: Study, found: ExperimentData, metric: str, data: Path, out: Path) -> str:
@@ -374,20 +388,24 @@ def harness_section(study: Study, found: ExperimentData, level: str,
     lines = [f"**Training runs not finished yet** (`tokenmix compare --config {study.file}`): no accuracy table "
              f"until then. The claims the step-time harness alone decides are judged now.", "", TIMES_NOTE, ""]
     outcomes = outcomes if outcomes is not None else judge_study(study, found)
-    lines += [f"{level}# Claims", "", *claims_table(outcomes, found), ""]
+    return lines + claims_part(study, found, outcomes, level), outcomes
+
+
+def claims_part(study: Study, found: ExperimentData, outcomes: list[Outcome], level: str) -> list[str]:
+    """The claims heading and table, then the notes on them: the seeds a time-to-target claim leaves out (and
+    its verdicts at the other targets), and the ties that are a limit of the experiment."""
+    lines = [f"{level}# Claims", "", *claims_table(outcomes, found), ""]
     chosen = study.experiment.report.get("target_chosen_on", [])
-    if chosen and any(c.measure == "time_to_target_s" for c in study.claims):
+    if chosen and any(c.measure == "time_to_target_s" for c in study.claims) and found.target is not None:
         lines += [f"The time-to-target claims leave out seed{'s' if len(chosen) > 1 else ''} "
                   f"{', '.join(map(str, chosen))}: its runs chose the target ({found.target:g}), so they cannot "
                   f"also test it. Judged again at other targets, over the file's claims:", "",
                   *other_targets(study, found), ""]
-    ties = tie_note(outcomes, found)
-    if ties:
-        lines += [ties, ""]
-    return lines, outcomes
+    ties = tie_note(outcomes)
+    return lines + ([ties, ""] if ties else [])
 
 
-def tie_note(outcomes: list[Outcome], found: ExperimentData) -> str:
+def tie_note(outcomes: list[Outcome]) -> str:
     """When paper claims of the experiment find no difference: say it is a limit of the experiment."""
     from ..study.verdict import NO_DIFFERENCE
 
@@ -463,28 +481,4 @@ def measured_section(study: Study, found: ExperimentData, data: Path, out: Path,
     if plots:
         lines += [plot_study(study, found, metric, data, out), ""]
     outcomes = outcomes if outcomes is not None else judge_study(study, found)
-    lines += [f"{level}# Claims", "", *claims_table(outcomes, found), ""]
-    chosen = study.experiment.report.get("target_chosen_on", [])
-    if chosen and any(c.measure == "time_to_target_s" for c in study.claims):
-        lines += [f"The time-to-target claims leave out seed{'s' if len(chosen) > 1 else ''} "
-                  f"{', '.join(map(str, chosen))}: its runs chose the target ({found.target:g}), so they cannot "
-                  f"also test it. Judged again at other targets, over the file's claims:", "",
-                  *other_targets(study, found), ""]
-    ties = tie_note(outcomes, found)
-    if ties:
-        lines += [ties, ""]
-    return lines, outcomes
-
-
-def tie_note(outcomes: list[Outcome], found: ExperimentData) -> str:
-    """When paper claims of the experiment find no difference: say it is a limit of the experiment."""
-    from ..study.verdict import NO_DIFFERENCE
-
-    judged = [o for o in outcomes if not o.claim.added and o.adjusted is not None]
-    ties = [o for o in judged if o.verdict == NO_DIFFERENCE]
-    if not ties:
-        return ""
-    return (f"**No difference at this scale** ({len(ties)} of {len(judged)} paper claims): the labels compared "
-            f"are equivalent within the claims' margins. That is a limit of this experiment (its task, size and "
-            f"budget cannot tell these mechanisms apart), not evidence that the paper's difference does not "
-            f"exist where the paper measured it.")
+    return lines + claims_part(study, found, outcomes, level), outcomes

@@ -377,7 +377,7 @@ labels timed in the same round, one after the other). The tests are scipy's exac
 * **One family.** Holm's step-down correction over **every paper claim of the report at once** (the headline
   count), separately for the difference tests and for the equivalence tests; the claims *(added)* here form a
   second family. A claim not measured or pending counts with p = 1, so that no verdict changes because another
-  claim's data are missing. The verdict with Holm over the claim's experiment file alone is shown beside it.
+  claim's data are missing; an experiment not run yet is not in the family. The verdict with Holm over the claim's experiment file alone is shown beside it.
 * **Verdict**, by a rule fixed here (never by which p is smaller). With D = the difference test significant
   after Holm (≤ {ALPHA}) and E = the equivalence test significant after Holm: **{HOLDS}**: D, on the claimed
   side, not E. **{SMALL}**: D on the claimed side and E: real but negligible by the claim's own margin.
@@ -395,9 +395,13 @@ labels timed in the same round, one after the other). The tests are scipy's exac
   80 % power, by the normal approximation (n = 2 (z + z_0.8)² sd² / difference² per label; 1 × for paired or
   one-sample designs), never fewer than the count whose smallest attainable p × the number of claims is
   ≤ {ALPHA}. An estimate for planning, not a promise.
-* **Fixed designs are judged whole.** The seeds of every experiment are fixed in its file; where its git history
-  shows they (or a claim's test) changed after rows existed, the claim's row says so and does not count as
-  pre-registered. While a label of a claim has fewer finished runs than that, the claim is **{PENDING}**: its interim p-values
+* **Pre-registration, checked.** Each claim's row says whether git history shows its test (kind, labels, margin,
+  factor, target) and its seeds (or harness rounds) fixed in the experiment file before the first result row it
+  judges. Where they changed after rows existed, the claim is **judged only on the runs made after the last
+  change** (the seeds, or rounds, already in are left out and named), and is not counted as pre-registered;
+  with no run after the change it is not measured until it runs again. Time-to-target claims leave out the
+  seeds whose runs chose the target (`[report] target_chosen_on`).
+* **Fixed designs are judged whole.** While a label of a claim has fewer finished runs than that, the claim is **{PENDING}**: its interim p-values
   are shown but decide nothing, and it counts in Holm's family as not measured. Looking at a growing sample
   and stopping when p first dips below {ALPHA} would make that threshold mean less than it says.
 * A claim whose labels have no data is **{MISSING}**, with the command that measures it; an experiment without
