@@ -391,6 +391,38 @@ def harness_section(study: Study, found: ExperimentData, level: str,
     return lines + claims_part(study, found, outcomes, level), outcomes
 
 
+def growth_table(found: ExperimentData) -> list[str]:
+    """Complexity as growth, not a mean (:mod:`tokenmix.study.growth`): per label with a scaling harness, the
+    local log-log slope of its step time over each doubling, the last one with its per-round range, and the fit
+    t = c + a·N + b·N² with a 95 % interval on b and the N from which b·N² outweighs a·N."""
+    from ..study.growth import growth_summary
+
+    rows = []
+    for label in dict.fromkeys(r["label"] for r in found.harness or [] if r["kind"] == "scaling"):
+        samples: dict[int, list[float]] = {}
+        for r in found.harness:
+            if r["label"] == label and r["kind"] == "scaling" and r.get("step_s"):
+                samples.setdefault(int(r["length"]), []).append(float(r["step_s"]))
+        if len(samples) < 2:
+            continue
+        g = growth_summary(samples)
+        slopes = ", ".join(f"{s:.2f}" for _, _, s in g.slopes)
+        fit = g.fit
+        b = "—" if fit is None else f"{fit.b:.3g} [{fit.b_low:.3g}, {fit.b_high:.3g}]"
+        cross = "—" if fit is None or fit.crossover is None else f"{fit.crossover:,.0f}"
+        rows.append([label, f"{g.lengths[0]:,}-{g.lengths[-1]:,}", slopes,
+                     f"{g.last_slope:.2f} [{g.last_low:.2f}, {g.last_high:.2f}]", b, cross])
+    if not rows:
+        return []
+    return ["Growth of the step time with N (the local slope of each doubling, not one mean slope; the last "
+            "doubling's range over the rounds; least squares t = c + a·N + b·N² on relative errors, b with its "
+            "95 % interval; the crossover is the N where b·N² = a·N, shown when b's interval is above 0). The "
+            "harness here stops at the lengths in the table: lengths up to 16,384 tokens need "
+            "`tokenmix steptime --lengths ...` on a quiet machine.", "",
+            *table(["label", "N", "local slopes per doubling", "last doubling", "b (s per N²)",
+                    "quadratic from N ≈"], rows), ""]
+
+
 def claims_part(study: Study, found: ExperimentData, outcomes: list[Outcome], level: str) -> list[str]:
     """The claims heading and table, then the notes on them: the seeds a time-to-target claim leaves out (and
     its verdicts at the other targets), and the ties that are a limit of the experiment."""
@@ -402,7 +434,7 @@ def claims_part(study: Study, found: ExperimentData, outcomes: list[Outcome], le
                   f"also test it. Judged again at other targets, over the file's claims:", "",
                   *other_targets(study, found), ""]
     ties = tie_note(outcomes)
-    return lines + ([ties, ""] if ties else [])
+    return lines + ([ties, ""] if ties else []) + growth_table(found)
 
 
 def tie_note(outcomes: list[Outcome]) -> str:
