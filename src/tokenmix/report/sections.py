@@ -75,6 +75,13 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
         f"preset `{experiment.train['preset']}`: {config.optimizer} lr {config.lr:g}, batch {config.batch_size}, "
         f"{budget}, {config.schedule} schedule, {every}{goal}; {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
         f"{len(labels)} configurations: {', '.join(labels)}.",
+        f"- **Data per run.** " + ("Each run draws its data (split, sample, generated items) from its own seed "
+                                   "(`[task] seed = \"run\"`): the intervals cover the data too."
+                                   if experiment.task.get("seed") == "run" else
+                                   f"Every run uses the same data (the task's data seed "
+                                   f"{experiment.task.get('seed', 0)}): the seeds vary the weights, dropout and "
+                                   f"batch order only, so the intervals hold for this one test set, not for the "
+                                   f"task."),
         f"- **The paper's scale.** {study.paper.scale}",
         f"- **Command.** To reproduce, run into a new folder: `tokenmix compare --config {study.file} --results "
         f"{rerun} --jobs {RERUN_JOBS}` ({expected}; run it again to resume; `--status` tells what is left); the "
