@@ -76,7 +76,8 @@ def _cut(null: np.ndarray, level: float) -> int:
 
 def _interval(values: np.ndarray, k: int, level: float) -> Effect:
     values = np.sort(values)
-    estimate = float(np.median(values))
+    with np.errstate(over="ignore", invalid="ignore"):  # a target never reached: infinite differences
+        estimate = float(np.median(values))
     if k < 0:
         return Effect(estimate, -math.inf, math.inf, level)
     return Effect(estimate, float(values[k]), float(values[len(values) - 1 - k]), level)
