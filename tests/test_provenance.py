@@ -135,6 +135,15 @@ def test_cli_names_a_damaged_results_file(recorded, tmp_path, capsys):
 
 
 # -- --verify ----------------------------------------------------------------------------------------------
+def test_a_column_the_row_was_written_without_is_no_difference():
+    from tokenmix.training.results import reproduction_difference
+
+    old = {"value": "0.5", "params": "10", "train_cost": ""}  # written before train_cost existed
+    assert reproduction_difference(old, [], {"value": 0.5, "params": 10, "train_cost": 0.42}, []) is None
+    assert reproduction_difference(old, [], {"value": 0.51, "params": 10, "train_cost": 0.42}, []) == \
+        "value 0.5 -> 0.51"
+
+
 def test_choose_takes_each_code_version_in_turn_smallest_seed_first():
     rows = [{"seed": s, "code": c} for s, c in [(3, "a"), (1, "a"), (0, "b"), (2, "b"), (5, "c")]]
     assert [(r["code"], r["seed"]) for r in choose(rows, 4)] == [("a", 1), ("b", 0), ("c", 5), ("a", 3)]

@@ -178,19 +178,20 @@ def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, An
                             rerun_history: list[dict[str, Any]]) -> str | None:
     """None when a rerun's row and evaluations (as :func:`result_row` / :func:`history_records` write them) equal
     the recorded ones on :data:`REPRODUCED_COLUMNS` / :data:`REPRODUCED_HISTORY`; else the first difference, as
-    ``"value 0.348 -> 0.37"``."""
+    ``"value 0.348 -> 0.37"``. A cell the recorded row left empty (a column added after it was written, such as
+    ``train_cost``) is not compared."""
     def cell(value: Any) -> Any:
         return typed({"x": value})["x"] if isinstance(value, str) else value
 
     for column in REPRODUCED_COLUMNS:
         old, new = cell(recorded.get(column, "")), cell(rerun.get(column, ""))
-        if old != new:
+        if old != new and old != "":  # a column the row was written without (added later) is not a difference
             return f"{column} {old} -> {new}"
     if len(history) != len(rerun_history):
         return f"{len(history)} -> {len(rerun_history)} evaluations"
     for old, new in zip(history, rerun_history):
         for column in REPRODUCED_HISTORY:
-            if cell(old.get(column, "")) != cell(new.get(column, "")):
+            if cell(old.get(column, "")) != cell(new.get(column, "")) and old.get(column, "") != "":
                 return f"{column} at step {old.get('step')}: {old.get(column)} -> {new.get(column)}"
     return None
 
