@@ -59,7 +59,7 @@ def _committed_samples() -> list[tuple[str, list[float], list[float]]]:
     validation."""
     cases = []
     for path in sorted(DATA.rglob("*.csv")):
-        if path.stem.endswith(("-history", "-chance", "-speed", "-steptime", "-scaling", "-configs")) or \
+        if path.stem.endswith(("-history", "-chance", "-speed", "-steptime", "-scaling", "-configs", "-verify")) or \
                 path.stem.endswith("speed"):
             continue
         rows = read_csv(path)
