@@ -467,7 +467,7 @@ def not_pooled_note(found: ExperimentData) -> str:
         groups.setdefault(reason, []).append(f"{run.label} {run.seed}")
     parts = [f"{', '.join(runs)}: {reason}" for reason, runs in groups.items()]
     return (f"**{len(found.excluded)} recorded rows are not pooled** (in no mean, table or test; "
-            f"`tokenmix compare --results` trains them again): " + "; ".join(parts) + ".")
+            f"a rerun with `--results` trains them again): " + "; ".join(parts) + ".")
 
 
 def provenance_note(found: ExperimentData) -> list[str]:
@@ -476,7 +476,7 @@ def provenance_note(found: ExperimentData) -> list[str]:
     if not found.provenance:
         return []
     lines = ["Code that produced the recorded rows (`code`: a hash of the package's sources; rows recorded before "
-             "provenance was kept have it inferred from the commit that added them; `tokenmix compare --verify K` "
+             "provenance was kept have it inferred from the commit that added them; `--verify K` of tokenmix compare "
              "reruns rows and checks they reproduce exactly):", "",
              "| code | rows | commits | torch | threads | CPU | verified |", "|---|---|---|---|---|---|---|"]
     for g in found.provenance:
