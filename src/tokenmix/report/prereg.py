@@ -212,8 +212,8 @@ def _test(item: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     if measure == "time_to_target_s":
         test["target"] = _number(report.get("target"))
         test["target_k"] = report.get("target_k", 1)
-        # [report] target_chosen_on only leaves data out (the pilot's seeds): not a choice that could favour a
-        # verdict, so not a test parameter
+        chosen = report.get("target_chosen_on")
+        test["target_chosen_on"] = tuple(chosen) if isinstance(chosen, list) else chosen
     return test
 
 
