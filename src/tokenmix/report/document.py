@@ -20,8 +20,8 @@ from ..training.experiment import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .measures import ExperimentData, load_data
 from .prereg import registration_note, registrations
-from .sections import (Study, harness_section, judge_study, measured_section, not_pooled_note, provenance_note,
-                       run_here)
+from .notes import not_pooled_note, provenance_note
+from .sections import Study, harness_section, judge_study, measured_section, run_here
 from .tables import table
 
 

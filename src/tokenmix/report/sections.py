@@ -15,6 +15,7 @@ from ..study.claims import Claim, PaperText
 from ..study.power import planned_floor
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
+from .notes import growth_table, not_pooled_note, provenance_note, tie_note
 from .plateau import CRITERION, plateau_count
 from .tables import mean_sd_text, num, percent, pvalue, table
 from ..study.verdict import Outcome, judge
@@ -398,38 +399,6 @@ def harness_section(study: Study, found: ExperimentData, level: str,
     return lines + claims_part(study, found, outcomes, level), outcomes
 
 
-def growth_table(found: ExperimentData) -> list[str]:
-    """Complexity as growth, not a mean (:mod:`tokenmix.study.growth`): per label with a scaling harness, the
-    local log-log slope of its step time over each doubling, the last one with its per-round range, and the fit
-    t = c + a·N + b·N² with a 95 % interval on b and the N from which b·N² outweighs a·N."""
-    from ..study.growth import growth_summary
-
-    rows = []
-    for label in dict.fromkeys(r["label"] for r in found.harness or [] if r["kind"] == "scaling"):
-        samples: dict[int, list[float]] = {}
-        for r in found.harness:
-            if r["label"] == label and r["kind"] == "scaling" and r.get("step_s"):
-                samples.setdefault(int(r["length"]), []).append(float(r["step_s"]))
-        if len(samples) < 2:
-            continue
-        g = growth_summary(samples)
-        slopes = ", ".join(f"{s:.2f}" for _, _, s in g.slopes)
-        fit = g.fit
-        b = "—" if fit is None else f"{fit.b:.3g} [{fit.b_low:.3g}, {fit.b_high:.3g}]"
-        cross = "—" if fit is None or fit.crossover is None else f"{fit.crossover:,.0f}"
-        rows.append([label, f"{g.lengths[0]:,}-{g.lengths[-1]:,}", slopes,
-                     f"{g.last_slope:.2f} [{g.last_low:.2f}, {g.last_high:.2f}]", b, cross])
-    if not rows:
-        return []
-    return ["Growth of the step time with N (the local slope of each doubling, not one mean slope; the last "
-            "doubling's range over the rounds; least squares t = c + a·N + b·N² on relative errors, b with its "
-            "95 % interval; the crossover is the N where b·N² = a·N, shown when b's interval is above 0). The "
-            "harness here stops at the lengths in the table: lengths up to 16,384 tokens need "
-            "`tokenmix steptime --lengths ...` on a quiet machine.", "",
-            *table(["label", "N", "local slopes per doubling", "last doubling", "b (s per N²)",
-                    "quadratic from N ≈"], rows), ""]
-
-
 def claims_part(study: Study, found: ExperimentData, outcomes: list[Outcome], level: str) -> list[str]:
     """The claims heading and table, then the notes on them: the seeds a time-to-target claim leaves out (and
     its verdicts at the other targets), and the ties that are a limit of the experiment."""
@@ -442,57 +411,6 @@ def claims_part(study: Study, found: ExperimentData, outcomes: list[Outcome], le
                   *other_targets(study, found), ""]
     ties = tie_note(outcomes)
     return lines + ([ties, ""] if ties else []) + growth_table(found)
-
-
-def tie_note(outcomes: list[Outcome]) -> str:
-    """When paper claims of the experiment find no difference: say it is a limit of the experiment."""
-    from ..study.verdict import NO_DIFFERENCE
-
-    judged = [o for o in outcomes if not o.claim.added and o.adjusted is not None]
-    ties = [o for o in judged if o.verdict == NO_DIFFERENCE]
-    if not ties:
-        return ""
-    return (f"**No difference at this scale** ({len(ties)} of {len(judged)} paper claims): the labels compared "
-            f"are equivalent within the claims' margins. That is a limit of this experiment (its task, size and "
-            f"budget cannot tell these mechanisms apart), not evidence that the paper's difference does not "
-            f"exist where the paper measured it.")
-
-
-def not_pooled_note(found: ExperimentData) -> str:
-    """The rows left out of every table and test, grouped by why (empty when none)."""
-    if not found.excluded:
-        return ""
-    groups: dict[str, list[str]] = {}
-    for run, reason in found.excluded:
-        groups.setdefault(reason, []).append(f"{run.label} {run.seed}")
-    parts = [f"{', '.join(runs)}: {reason}" for reason, runs in groups.items()]
-    return (f"**{len(found.excluded)} recorded rows are not pooled** (in no mean, table or test; "
-            f"a rerun with `--results` trains them again): " + "; ".join(parts) + ".")
-
-
-def provenance_note(found: ExperimentData) -> list[str]:
-    """Which code produced the rows (the package's code version, commits, torch, threads, CPU) and what
-    ``tokenmix compare --verify`` found for each."""
-    if not found.provenance:
-        return []
-    lines = ["Code that produced the recorded rows (`code`: a hash of the package's sources; rows recorded before "
-             "provenance was kept have it inferred from the commit that added them; `--verify K` of tokenmix compare "
-             "reruns rows and checks they reproduce exactly):", "",
-             "| code | rows | commits | torch | threads | CPU | verified |", "|---|---|---|---|---|---|---|"]
-    for g in found.provenance:
-        same = sorted({v["rerun_code"] for v in g["reproduced"]})
-        verified = []
-        if g["reproduced"]:
-            verified.append(f"{len(g['reproduced'])} reruns reproduced it exactly (code {', '.join(same)})")
-        if g["differs"]:
-            v = g["differs"][-1]
-            verified.append(f"**{len(g['differs'])} differ** ({v['label']} seed {v['seed']}: {v['difference']})")
-        commits = sorted(g["commits"])
-        lines.append(f"| {g['code'] or '(none)'} | {g['rows']} | "
-                     f"{', '.join(commits[:3]) + (f' +{len(commits) - 3}' if len(commits) > 3 else '') or '-'} | "
-                     f"{', '.join(sorted(g['torch'])) or '-'} | {', '.join(sorted(g['threads'])) or '-'} | "
-                     f"{', '.join(sorted(g['cpu'])) or '-'} | {'; '.join(verified) or 'not checked'} |")
-    return lines
 
 
 def measured_section(study: Study, found: ExperimentData, data: Path, out: Path, plots: bool,
