@@ -189,6 +189,27 @@ def test_harness_rounds_changed_after_harness_rows(repo):
     assert registrations(repo.path, str(repo.path / EXP), str(repo.path / CSV)) == repo.registrations()
 
 
+def test_a_claim_on_longer_lengths_is_judged_on_its_own_lengths(repo):
+    """A growth claim over N = 8,192-16,384 added after rows at 256-4,096 existed is pre-registered when its own
+    lengths come after it; the shorter lengths were never its data (its looked rounds stay empty)."""
+    longer = SLOPE.replace("(log-log", "at the longest doubling (log-log")
+    claim = _SLOPE_CLAIM.replace(SLOPE, longer).replace("[256, 4096]", "[8192, 16384]")
+    scaling = "docs/reproduction/001-toy-scaling.csv"
+
+    def rows(lengths):
+        return "experiment,label,kind,length,batch,round,step_s,threads\n" + "".join(
+            f"001-toy,kerformer,scaling,{n},8,{k},{0.001 * n + k / 1e6:.6f},1\n" for n in lengths for k in range(1, 4))
+
+    repo.commit("2026-11-20", {EXP: _toml(3)})
+    repo.commit("2026-11-21", {scaling: rows((256, 4096))})
+    repo.commit("2026-11-22", {EXP: _toml(3, extra=claim)})
+    assert repo.registrations()[longer].first_rows_at is None  # no row at its lengths yet
+    repo.commit("2026-11-23", {scaling: rows((256, 4096, 8192, 16384))})
+    r = repo.registrations()[longer]
+    assert r.preregistered is True and r.changes == [] and r.looked == frozenset()
+    assert repo.registrations()[SLOPE].preregistered is True  # its own rows, 256-4,096, are unchanged
+
+
 def test_outside_git_there_is_nothing_to_check(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     (tmp_path / "experiments").mkdir()

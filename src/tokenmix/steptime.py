@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import io
 import math
 import multiprocessing
 import statistics
@@ -44,6 +45,7 @@ from .tasks.base import ImageBatch, LMBatch, Task, TokenBatch
 from .timing import measure, median_interval
 from .training.batches import remaining_batches
 from .training.config import TrainConfig
+from .training.files import atomic_write_text
 from .training.experiment import Experiment, RunSpec, build_model, make_task
 from .training.loop import make_scheduler, train_step
 from .training.setup import make_optimizer, plan_run
@@ -322,11 +324,13 @@ def default_path(experiment: Experiment, kind: str) -> Path:
 
 
 def write_csv(rows: list[dict[str, Any]], path: str | Path) -> Path:
-    """``rows`` into ``path`` (parents created, replaced if it exists), columns :data:`COLUMNS`."""
+    """``rows`` into ``path`` (parents created, replaced whole if it exists: written to a temporary name and
+    renamed), columns :data:`COLUMNS`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, text.getvalue())
     return path

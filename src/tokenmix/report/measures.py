@@ -186,8 +186,7 @@ class ExperimentData:
         if claim.harness:
             per_round = self._harness_values(label, claim)
             if not per_round:
-                return None, f"no harness rows for {label}" + (" (the harness CSV has no memory column)"
-                                                              if measure == "memory_slope" else "")
+                return None, self._no_harness_rows(label, claim, kind)
             return Values("round", tuple(per_round), tuple(per_round.values())), ""
         if self.runs is None:
             return None, f"no `{self.name}.csv`"
@@ -220,6 +219,25 @@ class ExperimentData:
             command += f" --lengths {','.join(map(str, lengths))}"
             return f"no `{self.name}-scaling.csv`: run `{command}`"
         return f"no `{self.name}-scaling.csv`: run `{command} --lengths N1,N2,...` (square patch counts for a grid)"
+
+    def _no_harness_rows(self, label: str, claim: Claim, kind: str) -> str:
+        """Why ``label`` has no values of a harness claim although the harness CSV exists."""
+        if claim.measure == "memory_slope" and not any(c in r for c in _MEMORY_COLUMNS for r in self.harness or []):
+            return f"no harness rows for {label} (the harness CSV has no memory column)"
+        if kind == "scaling" and claim.lengths and self.scaling_lengths(label):
+            low, high = claim.lengths
+            inside = sorted(n for n in self.scaling_lengths(label) if low <= n <= high)
+            if len(inside) < 2:
+                measured = sorted(self.scaling_lengths(label))
+                ladder, n = [], min(measured[0], low)
+                while n <= high:
+                    ladder.append(n)
+                    n *= 2
+                command = STEPTIME_COMMAND.format(name=self.name) + f" --lengths {','.join(map(str, ladder))}"
+                return (f"{label} measured at N = {', '.join(f'{n:,}' for n in measured)} only, not at two lengths "
+                        f"in {low:,}-{high:,}: run `{command}` (it replaces `{self.name}-scaling.csv`: every length "
+                        "in one run, the rounds paired)")
+        return f"no harness rows for {label}"
 
     def _time_to_target(self, run: Run, step_s: float) -> float | None:
         if not run.history:

@@ -10,8 +10,9 @@ results CSV (``docs/reproduction/<name>.csv``; for the harness claims the step-t
   harness_rounds`` for harness claims);
 * the first commit that had a row the claim judges: a row of its labels in the CSV as it is now (the working
   tree's), found in earlier commits by label, seed and value (harness: label, round, kind, length and step
-  time), so that rows since replaced (a rerun at another budget, an earlier task) are not its data, and a
-  migration that rewrites other columns does not make a row new;
+  time; only the lengths the claim reads, its ``lengths`` range or its ``length``), so that rows since replaced
+  (a rerun at another budget, an earlier task) are not its data, and a migration that rewrites other columns
+  does not make a row new;
 * every change of the test made once such a row existed, with the seeds (rounds) that were in at the time:
   ``changes`` (the claim added, its parameters) and ``seeds_extended`` (the seeds list, the harness rounds).
 
@@ -244,7 +245,22 @@ def _rows(item: dict[str, Any], state: _State) -> set[tuple]:
     if not _harness(item):
         return {row for row in state.rows["runs"] if row[0] in labels}
     kind = "scaling" if item.get("measure") in _SLOPES or item.get("length") is not None else "experiment"
-    return {row for row in state.rows["harness"] if row[0] in labels and row[2] == kind}
+    return {row for row in state.rows["harness"] if row[0] in labels and row[2] == kind and _in_lengths(item, row)}
+
+
+def _in_lengths(item: dict[str, Any], row: tuple) -> bool:
+    """Whether a harness row's length is one the claim reads: within its ``lengths`` [lo, hi], at its integer
+    ``length``; any length otherwise (``length = "largest"`` depends on the data, no range to test)."""
+    try:
+        n = int(float(row[3]))
+    except (TypeError, ValueError):
+        return True
+    lengths, length = item.get("lengths"), item.get("length")
+    if isinstance(lengths, list) and len(lengths) == 2 and all(isinstance(x, int) for x in lengths):
+        return lengths[0] <= n <= lengths[1]
+    if isinstance(length, int) and not isinstance(length, bool):
+        return n == length
+    return True
 
 
 def _ranges(numbers: Any) -> str:

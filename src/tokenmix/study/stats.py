@@ -32,7 +32,9 @@ __all__ = ["mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "ran
            "normal_count", "ENUMERATE_AT_MOST"]
 
 POWER = 0.8  # of the normal-approximation seed counts
-ENUMERATE_AT_MOST = 200_000  # splits / sign flips permutation_test enumerates; beyond, the null is counted
+# splits / sign flips permutation_test enumerates; beyond, the null is counted (exact as well, in milliseconds,
+# where enumerating 10 vs 10 tied values, 184,756 splits, takes 1.4 s)
+ENUMERATE_AT_MOST = 20_000
 
 
 def _scipy():
