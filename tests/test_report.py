@@ -461,6 +461,29 @@ def test_attainable_and_the_dry_run_warning(tmp_path, capsys):
     assert printed.count("WARNING: 'claim") == 3 and "WARNING: 'slope'" not in printed
 
 
+def test_the_dry_run_adjusts_over_the_reports_family_too(tmp_path, capsys):
+    """A claim that one file alone could decide may not clear Holm over every paper claim of the report: the dry
+    run of a file beside others prints the family's p as well, and warns where only that one is above 0.05."""
+    def data(name: str, claims: int, seeds: int, added: bool = False) -> dict:
+        return {**DEFAULT_EXPERIMENT, "name": name, "seeds": list(range(seeds)),
+                "paper": {"key": name, "title": "t", "data": "d", "scale": "s"},
+                "claims": [{**GOOD, "text": f"{name} claim {i}", "a": "softmax", "b": "linear", "added": added}
+                           for i in range(claims)],
+                "task": {"name": "recall"}, "model": {"dim": 16, "depth": 1}, "mixers": ["softmax", "linear"]}
+
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    (folder / "a.toml").write_text(to_toml(data("a", 2, 5)))  # 2 claims at 1/C(10, 5) = 1/252
+    (folder / "b.toml").write_text(to_toml(data("b", 11, 5)))  # 11 claims at 1/252 as well
+    (folder / "c.toml").write_text(to_toml(data("c", 30, 7, added=True)))  # added: another family
+    main(["compare", "--config", str(folder / "a.toml"), "--out", str(tmp_path / "out"), "--dry-run"])
+    printed = capsys.readouterr().out
+    assert "over the report's family of 13 claims, the 2 other experiment files' claims included" in printed
+    # alone: Holm over 2 -> 2/252 = 0.00794; in the family of 13: 13/252 = 0.0516 > 0.05
+    assert "  0.00794  0.0516   a claim 0" in printed
+    assert "WARNING: 'a claim 0' cannot reach p <= 0.05 in the report's family with this plan" in printed
+
+
 def test_report_outside_a_checkout_names_the_missing_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no experiments/, no docs/reproduction
     out = tmp_path / "reproduction.md"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -311,6 +312,28 @@ def compare_overrides(args: argparse.Namespace) -> list[str]:
     return sets + list(args.overrides)
 
 
+def _sibling_experiments(config: str | None) -> list:
+    """The other experiment files beside ``config`` with a ``[paper]`` table and claims (those the report
+    adjusts together); none for the embedded default. A sibling that does not load is left out with a note."""
+    from .training.experiment import load_experiment
+
+    if not config:
+        return []
+    here = Path(config).resolve()
+    siblings = []
+    for path in sorted(here.parent.glob("*.toml")):
+        if path.resolve() == here:
+            continue
+        try:
+            other = load_experiment(path)
+        except (ValueError, OSError) as error:
+            print(f"note: {path} left out of the claims' family: {error}", file=sys.stderr)
+            continue
+        if other.claims and other.paper:
+            siblings.append(other)
+    return siblings
+
+
 def cmd_compare(args: argparse.Namespace) -> None:
     from .models.patterns import split_mixer_list
     from .training.executor import RunsFailed, parse_cluster_options
@@ -356,8 +379,9 @@ def cmd_compare(args: argparse.Namespace) -> None:
                    jobs=args.jobs, commit=args.commit, dry_run=args.dry_run)
             return
         options = parse_cluster_options(args.cluster_options) if args.cluster_options else None
+        family = _sibling_experiments(args.config) if args.dry_run and experiment.claims else None
         rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run, results_dir=args.results,
-                       commit=args.commit, executor=args.executor, cluster_options=options)
+                       commit=args.commit, executor=args.executor, cluster_options=options, family=family)
     except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
         raise SystemExit(f"tokenmix compare: {error}") from None
     except (LockHeld, DiskFull, FolderNotWritable, RunsFailed) as error:  # another sweep, the disk, the cluster

@@ -174,8 +174,8 @@ def check_out_dir(out: Path, experiment: Experiment) -> None:
 
 def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isolate: bool = True,
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
-            commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None
-            ) -> list[dict[str, Any]]:
+            commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None,
+            family: list[Experiment] | None = None) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
@@ -185,7 +185,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     can state its shape without (:func:`~tokenmix.training.experiment.plan_task`). ``results_dir``/``commit``:
     see the module docstring. ``executor="submitit"`` trains the runs as cluster jobs with the submitit
     parameters ``cluster_options`` (:func:`~tokenmix.training.executor.submit_runs`; ``jobs`` and ``isolate``
-    then do not apply).
+    then do not apply). ``family``: the other experiment files whose claims the report adjusts together with
+    this one's (the dry run prints each claim's smallest p over that family as well).
 
     While it trains, the sweep holds the lock of ``out_dir`` (:class:`~tokenmix.training.locks.FolderLock`): a
     second sweep into the same folder is refused with :class:`~tokenmix.training.locks.LockHeld` naming this one,
@@ -200,7 +201,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
         raise ValueError("cluster options (--cluster) need --executor submitit")
     out = Path(out_dir)
     if dry_run:  # as the task states itself where it can: no data loaded (or fetched)
-        print(dry_run_table(experiment, *plan(experiment, plan_task(experiment)), jobs=jobs, results_dir=results_dir))
+        print(dry_run_table(experiment, *plan(experiment, plan_task(experiment)), jobs=jobs, results_dir=results_dir,
+                            family=family))
         return []
     task, planned = plan(experiment)
     for folder in (out, results_dir):
@@ -355,9 +357,10 @@ def _drain(messages: Any, bar: _Progress) -> None:
 
 
 def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun], *, jobs: int = 1,
-                  results_dir: str | Path | None = None) -> str:
+                  results_dir: str | Path | None = None, family: list[Experiment] | None = None) -> str:
     """The resolved runs: label x seed, mixers, model settings, parameters, planned steps; then the expected
-    training time at ``jobs`` from the runs recorded in ``results_dir`` or docs/reproduction, where there are."""
+    training time at ``jobs`` from the runs recorded in ``results_dir`` or docs/reproduction, where there are;
+    then each claim's smallest attainable p (over ``family`` as well: :func:`~.power.attainable_lines`)."""
     from .estimate import RECORD_DIR, estimate_line, estimate_time
 
     head = [f"experiment {experiment.name!r}: task {task.info.name} ({task.info.kind}, metric "
@@ -374,5 +377,5 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun],
     estimate = estimate_time(experiment.name, [p.spec for p in planned], folders,
                              steps={p.spec.key: p.total_steps for p in planned})
     lines += ["", estimate_line(estimate, jobs, experiment.name, folders)]
-    claims = attainable_lines(experiment)  # per claim: the smallest Holm-adjusted p the plan can reach
+    claims = attainable_lines(experiment, family=family)  # per claim: the smallest Holm-adjusted p it can reach
     return "\n".join(head + lines + ([""] + claims if claims else []))
