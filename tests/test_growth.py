@@ -83,3 +83,32 @@ def test_a_wider_level_gives_a_wider_interval_and_three_lengths_none():
 def test_bad_input_is_a_clear_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_the_reports_growth_table(tmp_path):
+    """The report's table under an experiment: per label the local slopes, the last doubling's range, the
+    crossover where b·N² overtakes a·N, and peak memory at the largest N with its last slope; the note that
+    asks for longer lengths goes once the harness reaches 16,384 tokens."""
+    pytest.importorskip("scipy")
+    from tokenmix.report.measures import load_data
+    from tokenmix.report.notes import growth_table
+
+    def write(lengths: list[int]) -> list[str]:
+        rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb"]
+        for r in (1, 2, 3):
+            wobble = 1 + 0.01 * r
+            rows += [f"x,quad,scaling,{n},1,{r},{(1e-4 * n + 1e-7 * n * n) * wobble:.9g},1,{n / 64:g}" for n in lengths]
+            rows += [f"x,lin,scaling,{n},1,{r},{1e-4 * n * wobble:.9g},1,{10 + n / 1024:g}" for n in lengths]
+        (tmp_path / "x-scaling.csv").write_text("\n".join(rows) + "\n")
+        return growth_table(load_data(tmp_path, "x"))
+
+    short = write([256, 512, 1024, 2048, 4096])
+    assert "lengths up to 16,384 tokens need" in short[0]
+    quad = next(line for line in short if line.startswith("| quad |"))
+    assert "| 256-4,096 |" in quad and "| 1,000 |" in quad  # a / b = 1e-4 / 1e-7
+    assert "| 64 (1.00) |" in quad  # 4,096 / 64 MB, doubling with N
+    lin = next(line for line in short if line.startswith("| lin |"))
+    assert "| 1.00 [1.00, 1.00] |" in lin and "| — |" in lin  # no quadratic term, no crossover
+    longer = write([4096, 8192, 16384])
+    assert "lengths up to 16,384 tokens need" not in longer[0]
+    assert "| 4,096-16,384 |" in next(line for line in longer if line.startswith("| quad |"))

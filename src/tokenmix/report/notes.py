@@ -3,6 +3,8 @@ of the experiment, and the growth of step time with N."""
 
 from __future__ import annotations
 
+import math
+
 from ..study.verdict import Outcome
 from .measures import ExperimentData
 from .tables import table
@@ -63,31 +65,49 @@ def provenance_note(found: ExperimentData) -> list[str]:
 
 def growth_table(found: ExperimentData) -> list[str]:
     """Complexity as growth, not a mean (:mod:`tokenmix.study.growth`): per label with a scaling harness, the
-    local log-log slope of its step time over each doubling, the last one with its per-round range, and the fit
-    t = c + a·N + b·N² with a 95 % interval on b and the N from which b·N² outweighs a·N."""
+    local log-log slope of its step time over each doubling, the last one with its per-round range, the fit
+    t = c + a·N + b·N² with a 95 % interval on b and the N from which b·N² outweighs a·N, and the peak memory
+    at the largest N with its slope over the last doubling (one measurement per length)."""
     from ..study.growth import growth_summary
 
-    rows = []
+    rows, longest = [], 0
     for label in dict.fromkeys(r["label"] for r in found.harness or [] if r["kind"] == "scaling"):
+        mine = [r for r in found.harness if r["label"] == label and r["kind"] == "scaling"]
         samples: dict[int, list[float]] = {}
-        for r in found.harness:
-            if r["label"] == label and r["kind"] == "scaling" and r.get("step_s"):
+        for r in mine:
+            if r.get("step_s"):
                 samples.setdefault(int(r["length"]), []).append(float(r["step_s"]))
         if len(samples) < 2:
             continue
         g = growth_summary(samples)
+        longest = max(longest, g.lengths[-1])
         slopes = ", ".join(f"{s:.2f}" for _, _, s in g.slopes)
         fit = g.fit
         b = "—" if fit is None else f"{fit.b:.3g} [{fit.b_low:.3g}, {fit.b_high:.3g}]"
         cross = "—" if fit is None or fit.crossover is None else f"{fit.crossover:,.0f}"
         rows.append([label, f"{g.lengths[0]:,}-{g.lengths[-1]:,}", slopes,
-                     f"{g.last_slope:.2f} [{g.last_low:.2f}, {g.last_high:.2f}]", b, cross])
+                     f"{g.last_slope:.2f} [{g.last_low:.2f}, {g.last_high:.2f}]", b, cross,
+                     _memory_growth(mine, g.last_pair)])
     if not rows:
         return []
+    stops = ("" if longest >= 16_384 else " The harness here stops at the lengths in the table: lengths up to "
+             "16,384 tokens need `tokenmix steptime --lengths ...` on a quiet machine.")
     return ["Growth of the step time with N (the local slope of each doubling, not one mean slope; the last "
             "doubling's range over the rounds; least squares t = c + a·N + b·N² on relative errors, b with its "
-            "95 % interval; the crossover is the N where b·N² = a·N, shown when b's interval is above 0). The "
-            "harness here stops at the lengths in the table: lengths up to 16,384 tokens need "
-            "`tokenmix steptime --lengths ...` on a quiet machine.", "",
+            "95 % interval; the crossover is the N where b·N² = a·N, shown when b's interval is above 0; the "
+            "peak memory of one training step at the largest N, measured once per length in a fresh process, "
+            f"and its slope over the last doubling).{stops}", "",
             *table(["label", "N", "local slopes per doubling", "last doubling", "b (s per N²)",
-                    "quadratic from N ≈"], rows), ""]
+                    "quadratic from N ≈", "peak MB at largest N (last slope)"], rows), ""]
+
+
+def _memory_growth(rows: list[dict[str, str]], pair: tuple[int, int]) -> str:
+    column = next((c for c in ("peak_mb", "peak_mem_mb") if any(r.get(c) for r in rows)), None)
+    if column is None:
+        return "—"
+    at = {int(r["length"]): float(r[column]) for r in rows if r.get(column)}
+    if pair[1] not in at:
+        return "—"
+    if pair[0] not in at or at[pair[0]] <= 0:
+        return f"{at[pair[1]]:,.0f}"
+    return f"{at[pair[1]]:,.0f} ({math.log2(at[pair[1]] / at[pair[0]]) / math.log2(pair[1] / pair[0]):.2f})"
