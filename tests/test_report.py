@@ -23,7 +23,7 @@ from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
 from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
 from tokenmix.report.tables import mean_sd, mean_sd_text, table  # noqa: E402
 from tokenmix.study.verdict import (FAILS, HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, SMALL,  # noqa: E402
-                                    judge, p_greater)
+                                    Outcome, judge, p_greater)
 from tokenmix.study import power  # noqa: E402
 from tokenmix.study.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
 from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
@@ -536,3 +536,49 @@ def test_rows_the_file_no_longer_gives_are_listed_and_never_pooled(tmp_path):
     (data / f"{name}.csv").write_text("\n".join(lines + [lines[1]]) + "\n")  # a duplicated row
     with pytest.raises(SystemExit, match=rf"{name}.csv, lines 2 and 37: the same row twice"):
         main(["report", "--data", str(data), "--out", str(out), "--experiments", str(experiments), "--no-plots"])
+
+
+# -- the ledger: the whole of each paper ------------------------------------------------------------------------
+PAPER = {"key": "9", "heading": "h", "claim": "c", "title": "t", "data": "d", "scale": "s"}
+
+
+@pytest.mark.parametrize("row, match", [
+    ({"item": "Tab. 1", "shows": "x", "claims": ["a"]}, "'item' must be 'Table N', 'Figure N' or '§N.M'"),
+    ({"item": "Table 1", "shows": "x", "claims": ["a"], "verdict": "holds"}, r"unknown key\(s\) \['verdict'\]"),
+    ({"item": "Table 1", "shows": "x"}, "Table 1: no claims stand for it and 'not_here' does not say why"),
+    ({"item": "Table 1", "shows": "x", "claims": "a"}, "'claims' must be a list of claim texts"),
+    ({"item": "Figure 2", "claims": ["a"]}, "'shows' must be a non-empty string"),
+])
+def test_a_ledger_row_is_checked(row, match):
+    with pytest.raises(ValueError, match=match):
+        parse_paper({**PAPER, "ledger": [row]})
+
+
+def test_a_ledger_item_once_and_only_beside_the_heading():
+    row = {"item": "§3.1", "shows": "x", "not_here": "no data offline"}
+    assert parse_paper({**PAPER, "ledger": [row]}).ledger[0].item == "§3.1"
+    with pytest.raises(ValueError, match=r"each item once; repeated: \['§3.1'\]"):
+        parse_paper({**PAPER, "ledger": [row, row]})
+    with pytest.raises(ValueError, match="'ledger' goes with 'heading' and 'claim'"):
+        parse_paper({"key": "9", "title": "t", "data": "d", "scale": "s", "ledger": [row]})
+
+
+def test_the_ledger_says_what_was_tested_and_names_unknown_claims():
+    from tokenmix.report.ledger import check_ledger, coverage, ledger_section
+
+    paper = parse_paper({**PAPER, "ledger": [
+        {"item": "Table 1", "shows": "accuracy", "claims": ["a beats b"]},
+        {"item": "Table 2", "shows": "time", "claims": ["a beats b"], "not_here": "IMDb is not offline"},
+        {"item": "Figure 3", "shows": "curves", "claims": ["a is fast"]},
+        {"item": "Figure 4", "shows": "memory", "not_here": "needs a GPU"}]})
+    decided = verdicts([claim(text="a beats b")], {"a": HIGH, "b": LOW})[0]
+    pending = Outcome(claim(text="a is fast"), None, None)  # not measured
+    outcomes = {"a beats b": decided, "a is fast": pending}
+    assert coverage(paper, outcomes) == {"tested": 1, "partly": 2, "not here": 1}
+    lines = ledger_section(paper, outcomes)
+    assert "4 items): 1 tested here, 2 partly, 1 not here." in lines[2]
+    assert any(line.startswith("| Table 1 | accuracy | a beats b: **holds** | — | tested |") for line in lines)
+    assert any(line.startswith("| Figure 4 | memory | — | needs a GPU | not here |") for line in lines)
+    check_ledger(paper, {"a beats b", "a is fast"})
+    with pytest.raises(ValueError, match="paper 9 ledger, Figure 3: no claim with the text 'a is fast'"):
+        check_ledger(paper, {"a beats b"})

@@ -3,7 +3,8 @@
 Every experiment file with a ``[paper]`` table is a study of the report. For each paper (its ``key``) the
 document states the claim with the paper's own numbers (``[paper] claim``), then per study what was run
 (read from the experiment file), the measured table, a plot, one verdict per ``[[claims]]`` entry (the rules
-are :data:`tokenmix.study.verdict.RULES`), and the extras of :mod:`tokenmix.report.extras`. A study without
+are :data:`tokenmix.study.verdict.RULES`), the extras of :mod:`tokenmix.report.extras`, and the paper item by
+item (:mod:`tokenmix.report.ledger`; the summary counts how much of each paper was tested). A study without
 its results CSV is reported as "not run yet", with the command, and gets no verdicts, unless its step-time harness
 CSV is there: then the claims the harness alone decides are judged (time per epoch with the planned steps per epoch).
 """
@@ -18,6 +19,7 @@ from ..study.verdict import (HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PEND
                              decide)
 from ..training.experiment import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
+from .ledger import NOT_HERE, PARTLY, TESTED, check_ledger, coverage, ledger_section
 from .measures import ExperimentData, load_data
 from .prereg import registration_note, registrations
 from .notes import not_pooled_note, provenance_note
@@ -221,6 +223,23 @@ def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> lis
     return lines
 
 
+def coverage_row(paper: PaperText, outcomes: dict[str, Outcome]) -> list[str]:
+    """One paper's line of the coverage table: its ledger's items tested, partly, not here."""
+    if not paper.ledger:
+        return [paper.heading, "no ledger", "—", "—", "—"]
+    counts = coverage(paper, outcomes)
+    return [paper.heading, str(len(paper.ledger)), *(str(counts[k]) for k in (TESTED, PARTLY, NOT_HERE))]
+
+
+def coverage_table(rows: list[list[str]]) -> list[str]:
+    """How much of each paper was tested here (its tables, figures and sections with results; the ledger
+    under each paper's section says which and why not)."""
+    return ["How much of each paper was tested here: its tables, figures and sections with results, each in the "
+            "ledger under the paper's section (tested: claims stand for all of it with verdicts; partly: for part "
+            "of it, or not judged yet; not here: no claim, with why and what stands in):", "",
+            *table(["paper", "items", TESTED, PARTLY, NOT_HERE], rows), ""]
+
+
 def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots: bool = True) -> str:
     """The whole document."""
     data, out = Path(data), Path(out)
@@ -232,7 +251,9 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
                          f"to report")
     done = {study.name: judged(study, data, experiments) for _, studies in papers_of(found) for study in studies}
     one_family([o for _, outcomes in done.values() for o in outcomes or []])
+    coverage_rows = []
     for paper, studies in papers_of(found):
+        check_ledger(paper, {c.text for study in studies for c in study.claims})
         body += [f"## {paper.heading}", "", "### The paper's claim", "", paper.claim, ""]
         level = "###" if len(studies) == 1 else "####"
         if len(studies) > 1:
@@ -243,8 +264,11 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
             results.append((paper, study, outcomes))
         if paper.key in PAPER_EXTRAS:
             body += PAPER_EXTRAS[paper.key](data) + [""]
+        outcomes = {o.claim.text: o for study in studies for o in done[study.name][1] or []}
+        body += ledger_section(paper, outcomes)
+        coverage_rows.append(coverage_row(paper, outcomes))
     head = ["# Reproducing the seed papers' experiments", "", HEADER, "", "## Summary", "", *summary(results), "",
-            "## How the verdicts are computed", "", RULES]
+            *coverage_table(coverage_rows), "## How the verdicts are computed", "", RULES]
     return "\n".join(head + body).rstrip("\n") + "\n"
 
 

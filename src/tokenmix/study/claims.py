@@ -10,6 +10,12 @@
     data = "ListOps generated with the LRA rules ..."  # what stands in for the paper's data
     scale = "LRA ListOps: 500-2,000 tokens ..."        # the paper's scale
 
+    [[paper.ledger]]             # once per key, with `heading`: one row per table / figure / section with results
+    item = "Table 5"             # "Table N", "Figure N" or "§N.M"
+    shows = "LRA accuracy of ..."  # what it measures, with the paper's numbers where the text gives them
+    claims = ["Kerformer is more accurate than Performer"]  # the claims (of any file of this key) for it here
+    not_here = "Text, Retrieval and Pathfinder: ..."      # what of it is not tested here, why, what stands in
+
     [[claims]]
     text = "Kerformer is more accurate than Performer"    # in words
     paper = "Table 5 (ListOps), Table 6"                  # where the paper says so, with its numbers
@@ -31,10 +37,11 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Claim", "PaperText", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
+__all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
            "HARNESS_MEASURES", "KINDS", "check_labels"]
 
 KINDS = ("greater", "less", "approx")
@@ -44,7 +51,9 @@ MEASURES = SEED_MEASURES + HARNESS_MEASURES
 SLOPES = ("time_slope", "memory_slope")
 _CLAIM_KEYS = {"text", "paper", "a", "b", "measure", "kind", "factor", "margin", "equivalence",
                "equivalence_reason", "length", "lengths", "added"}
-_PAPER_KEYS = {"key", "heading", "claim", "title", "data", "scale"}
+_PAPER_KEYS = {"key", "heading", "claim", "title", "data", "scale", "ledger"}
+_LEDGER_KEYS = {"item", "shows", "claims", "not_here"}
+_LEDGER_ITEM = re.compile(r"(Table|Figure) [1-9][0-9]*|§[1-9][0-9]*(\.[1-9][0-9]*)*")
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,18 @@ class PaperText:
     scale: str
     heading: str | None = None
     claim: str | None = None
+    ledger: tuple["LedgerItem", ...] = ()
+
+
+@dataclass(frozen=True)
+class LedgerItem:
+    """One table, figure or section of the paper with results: what it ``shows``, the ``claims`` (texts) that
+    stand for it here, and what of it is ``not_here`` (why, what stands in; empty when the claims cover it)."""
+
+    item: str
+    shows: str
+    claims: tuple[str, ...]
+    not_here: str
 
 
 def _fail(where: str, message: str) -> None:
@@ -206,4 +227,40 @@ def parse_paper(table: Any) -> PaperText | None:
     heading, claim = _text(table, "heading", "[paper]", False), _text(table, "claim", "[paper]", False)
     if bool(heading) != bool(claim):
         raise ValueError("[paper]: 'heading' and 'claim' go together (on one experiment file per paper key)")
-    return PaperText(**texts, heading=heading or None, claim=claim or None)
+    ledger = parse_ledger(table.get("ledger"))
+    if ledger and not heading:
+        raise ValueError("[paper]: 'ledger' goes with 'heading' and 'claim' (on one experiment file per paper key)")
+    return PaperText(**texts, heading=heading or None, claim=claim or None, ledger=ledger)
+
+
+def parse_ledger(items: Any) -> tuple[LedgerItem, ...]:
+    """The ``[[paper.ledger]]`` array: one row per item, items unique, each with claims or a ``not_here``."""
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        raise ValueError(f"[paper] ledger must be an array of tables ([[paper.ledger]]), got {type(items).__name__}")
+    rows = []
+    for i, item in enumerate(items):
+        where = f"[paper] ledger[{i}]"
+        if not isinstance(item, dict):
+            _fail(where, f"must be a table, got {type(item).__name__}")
+        unknown = sorted(set(item) - _LEDGER_KEYS)
+        if unknown:
+            _fail(where, f"unknown key(s) {unknown}; known: {', '.join(sorted(_LEDGER_KEYS))}")
+        name = _text(item, "item", where)
+        if not _LEDGER_ITEM.fullmatch(name):
+            _fail(where, f"'item' must be 'Table N', 'Figure N' or '§N.M', got {name!r}")
+        claims = item.get("claims", [])
+        if not isinstance(claims, list) or not all(isinstance(c, str) and c.strip() for c in claims):
+            _fail(where, f"'claims' must be a list of claim texts, got {claims!r}")
+        not_here = item.get("not_here", "")
+        if not isinstance(not_here, str):
+            _fail(where, f"'not_here' must be a string, got {not_here!r}")
+        if not claims and not not_here.strip():
+            _fail(where, f"{name}: no claims stand for it and 'not_here' does not say why")
+        rows.append(LedgerItem(name, _text(item, "shows", where), tuple(claims), not_here.strip()))
+    names = [r.item for r in rows]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"[paper] ledger: each item once; repeated: {repeated}")
+    return tuple(rows)
