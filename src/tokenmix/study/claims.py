@@ -130,13 +130,17 @@ def _text(item: dict[str, Any], key: str, where: str, required: bool = True) -> 
     return value
 
 
-def parse_claim(item: Any, where: str = "claims[0]") -> Claim:
-    """One ``[[claims]]`` table as a :class:`Claim` (``ValueError`` naming ``where`` and the key)."""
+def _check_table(item: Any, where: str, known: set[str]) -> None:
     if not isinstance(item, dict):
         _fail(where, f"must be a table, got {type(item).__name__}")
-    unknown = sorted(set(item) - _CLAIM_KEYS)
+    unknown = sorted(set(item) - known)
     if unknown:
-        _fail(where, f"unknown key(s) {unknown}; known: {', '.join(sorted(_CLAIM_KEYS))}")
+        _fail(where, f"unknown key(s) {unknown}; known: {', '.join(sorted(known))}")
+
+
+def parse_claim(item: Any, where: str = "claims[0]") -> Claim:
+    """One ``[[claims]]`` table as a :class:`Claim` (``ValueError`` naming ``where`` and the key)."""
+    _check_table(item, where, _CLAIM_KEYS)
     text = _text(item, "text", where)
     where = f"{where} ({text!r})"
     paper, a = _text(item, "paper", where), _text(item, "a", where)
@@ -242,11 +246,7 @@ def parse_ledger(items: Any) -> tuple[LedgerItem, ...]:
     rows = []
     for i, item in enumerate(items):
         where = f"[paper] ledger[{i}]"
-        if not isinstance(item, dict):
-            _fail(where, f"must be a table, got {type(item).__name__}")
-        unknown = sorted(set(item) - _LEDGER_KEYS)
-        if unknown:
-            _fail(where, f"unknown key(s) {unknown}; known: {', '.join(sorted(_LEDGER_KEYS))}")
+        _check_table(item, where, _LEDGER_KEYS)
         name = _text(item, "item", where)
         if not _LEDGER_ITEM.fullmatch(name):
             _fail(where, f"'item' must be 'Table N', 'Figure N' or '§N.M', got {name!r}")
