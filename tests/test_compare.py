@@ -50,6 +50,10 @@ def test_harness_rounds_are_fixed_in_the_experiment_file():
     assert load_experiment(ROOT / "experiments" / "002-vision-fashion.toml").report["harness_rounds"] == 100
     with pytest.raises(ValueError, match="harness_rounds must be a positive int"):
         load_experiment(None, ["report.harness_rounds=0"])
+    assert load_experiment(None, ["report.harness_lengths=[256, 1024]"]).report["harness_lengths"] == [256, 1024]
+    for bad in ("[1024, 256]", "[256]", "[256, 256]", "[0, 256]", "'256,1024'"):
+        with pytest.raises(ValueError, match="harness_lengths must be a list of two or more ascending positive"):
+            load_experiment(None, [f"report.harness_lengths={bad}"])
     lines = attainable_lines(load_experiment(ROOT / "experiments" / "002-vision-fashion.toml"))
     assert "100 harness rounds" in lines[0]
 

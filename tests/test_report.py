@@ -312,12 +312,13 @@ def test_experiment_with_claims_and_paper_round_trips():
         Experiment.from_dict({**DEFAULT_EXPERIMENT, "claims": [{**GOOD, "kind": "more"}]})
 
 
-def test_the_committed_experiment_files_carry_the_34_claims():
+def test_the_committed_experiment_files_carry_the_paper_claims():
     from tokenmix.report.document import load_studies
 
     studies = load_studies(ROOT / "experiments")
     claims = [c for s in studies for c in s.claims]
-    assert sum(not c.added for c in claims) == 34  # the 33 first judged, and Kerformer's "linear in N" (2026-11-26)
+    # the 33 first judged; 2026-11-26: Kerformer's "linear in N", and its speed against four others at two N
+    assert sum(not c.added for c in claims) == 42
     assert all(c.equivalence is None for c in claims if c.measure.startswith("time") or c.measure == "step_time_s")
     assert {s.paper.key for s in studies} == {"000", "001", "002", "003", "004"}
 
@@ -409,6 +410,10 @@ def test_an_experiment_with_only_its_harness_gets_its_time_verdicts(tmp_path):
     assert "| `002-vision-fashion` | pvt's time per epoch is below softmax attention's (N = 196) | **holds** |" in text
     assert "**Training runs not finished yet**" in text
     assert "| `003-contextualizer-reviews` | all | not run yet |" in text  # no CSV of its own here: no verdicts
+    # a study judged on the harness alone asks for the harness, not for training runs
+    assert "**Not measured yet.** Run `tokenmix steptime --config experiments/001-kerformer-speed.toml` on a quiet " \
+           "machine" in text
+    assert "--config experiments/001-kerformer-speed.toml --results" not in text
 
 
 def _report_of(tmp_path, name: str, keep, seeds: list[int]) -> str:

@@ -482,7 +482,8 @@ def _add_steptime_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--min-run-time", type=float, default=0.2, help="seconds each measurement runs for at least")
     st.add_argument("--labels", help="comma-separated labels (default: every entry, the baseline included)")
     st.add_argument("--lengths", help="comma-separated lengths N: time synthetic inputs of N tokens (image tasks: N "
-                    "patches, squares only) instead of the experiment's batch")
+                    "patches, squares only) instead of the experiment's batch (default: the file's [report] "
+                    "harness_lengths where it sets them)")
     st.add_argument("--batch", type=int, default=1, help="with --lengths: inputs per step")
     st.add_argument("--no-memory", action="store_true", help="with --lengths: skip the peak memory of each (label, "
                     "N), measured in a fresh process each")
@@ -510,16 +511,17 @@ def cmd_steptime(args: argparse.Namespace) -> None:
         experiment = load_experiment(args.config, args.overrides)
         common["rounds"] = args.rounds or experiment.report["harness_rounds"]
         task = make_task(experiment)
-        if args.lengths:
-            lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
+        lengths = ([int(n) for n in args.lengths.split(",") if n.strip()] if args.lengths
+                   else experiment.report.get("harness_lengths"))
+        if lengths:
             rows = time_scaling(experiment, lengths, batch=args.batch, memory=not args.no_memory, task=task, **common)
         else:
             rows = time_training_steps(experiment, task=task, **common)
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"tokenmix steptime: {error}") from None
-    path = write_csv(rows, args.out or default_path(experiment, "scaling" if args.lengths else "experiment"))
+    path = write_csv(rows, args.out or default_path(experiment, "scaling" if lengths else "experiment"))
     print(f"\nwrote {path}: {len(rows)} rows, {max(int(r['round']) for r in rows)} rounds, {args.threads} thread(s)\n")
-    _print_table(*(scaling_table(rows) if args.lengths else step_table(rows, len(task.splits["train"]))))
+    _print_table(*(scaling_table(rows) if lengths else step_table(rows, len(task.splits["train"]))))
 
 
 def _add_report_parser(sub: argparse._SubParsersAction) -> None:

@@ -23,7 +23,8 @@ from .ledger import NOT_HERE, PARTLY, TESTED, check_ledger, coverage, ledger_sec
 from .measures import ExperimentData, load_data
 from .prereg import registration_note, registrations
 from .notes import not_pooled_note, provenance_note
-from .sections import Study, harness_section, judge_study, measured_section, run_here
+from .sections import (Study, harness_command, harness_only, harness_section, judge_study, measured_section,
+                       run_here)
 from .tables import table
 
 
@@ -175,6 +176,10 @@ def study_section(study: Study, data: Path, out: Path, plots: bool, level: str,
     if found.runs is None and found.harness and any(c.harness for c in study.claims):
         harness, outcomes = harness_section(study, found, level, outcomes)
         lines += harness
+    elif found.runs is None and harness_only(study):
+        outcomes = None
+        lines += [f"**Not measured yet.** Run `{harness_command(study)}` on a quiet machine; no verdicts until "
+                  "then.", ""]
     elif found.runs is None:
         outcomes = None
         lines += [f"**Not run yet.** Run `tokenmix compare --config {study.file}`; no verdicts until then.", ""]

@@ -43,6 +43,17 @@ class Study:
 RERUN_JOBS = 2  # the --jobs of the rerun command, and what the expected time is divided by
 
 
+def harness_only(study: Study) -> bool:
+    """Whether every claim of the study is judged on the step-time harness (no training runs to make)."""
+    return bool(study.claims) and all(c.harness for c in study.claims)
+
+
+def harness_command(study: Study) -> str:
+    """The ``tokenmix steptime`` command that measures the study's harness claims (its ``[report]
+    harness_lengths`` are the default lengths, so the command needs no ``--lengths``)."""
+    return f"tokenmix steptime --config {study.file}"
+
+
 def run_here(study: Study, data: Path | None = None) -> list[str]:
     """What the experiment file runs: task, model, training, seeds and configurations, and the commands: a rerun
     into a new folder, with the time it is expected to take from the runs recorded in ``data``."""
@@ -70,6 +81,13 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
                 f"the {estimate.recorded} runs in `{shown}` (measured on 2 CPU cores, evaluations not counted) over "
                 f"the {RERUN_JOBS} jobs" if estimate is not None else "no expected time yet: no runs recorded")
     rerun = f"runs/{study.name}-rerun"
+    if harness_only(study):
+        return [f"- **Data.** {study.paper.data}",
+                f"- **Scale here** (`{study.file}`): task `{experiment.task['name']}` ({task}); model {model}; "
+                f"{len(labels)} configurations: {', '.join(labels)}; no training runs: every claim is judged on "
+                f"the step-time harness, {experiment.report['harness_rounds']} rounds.",
+                f"- **The paper's scale.** {study.paper.scale}",
+                f"- **Command.** On a quiet machine: `{harness_command(study)}`."]
     return [
         f"- **Data.** {study.paper.data}",
         f"- **Scale here** (`{study.file}`): task `{experiment.task['name']}` ({task}); model {model}; training "
