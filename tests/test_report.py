@@ -411,8 +411,8 @@ def test_an_experiment_with_only_its_harness_gets_its_time_verdicts(tmp_path):
     assert "**Training runs not finished yet**" in text
     assert "| `003-contextualizer-reviews` | all | not run yet |" in text  # no CSV of its own here: no verdicts
     # a study judged on the harness alone asks for the harness, not for training runs
-    assert "**Not measured yet.** Run `tokenmix steptime --config experiments/001-kerformer-speed.toml` on a quiet " \
-           "machine" in text
+    assert "**Not measured yet.** Run `tokenmix steptime --config experiments/001-kerformer-speed.toml --scaling` on " \
+           "a quiet machine" in text
     assert "--config experiments/001-kerformer-speed.toml --results" not in text
 
 
@@ -587,3 +587,29 @@ def test_the_ledger_says_what_was_tested_and_names_unknown_claims():
     check_ledger(paper, {"a beats b", "a is fast"})
     with pytest.raises(ValueError, match="paper 9 ledger, Figure 3: no claim with the text 'a is fast'"):
         check_ledger(paper, {"a beats b"})
+
+
+# Every table, figure and (for the survey) section with results in the five papers: a ledger row each.
+SEED_ITEMS = {
+    "000": [f"Table {i}" for i in (1, 2)],
+    "001": [f"Table {i}" for i in range(1, 8)] + [f"Figure {i}" for i in range(5, 9)],
+    "002": ["§3.1", "§3.2", "§3.3", "§3.4", "§4.1", "§4.2", "§4.3"],
+    "003": [f"Table {i}" for i in range(1, 5)],
+    "004": [f"Figure {i}" for i in range(7, 12)] + [f"Table {i}" for i in range(2, 8)],
+}
+
+
+def test_every_item_of_every_paper_has_a_ledger_row():
+    from tokenmix.report.document import load_studies, papers_of
+    from tokenmix.report.ledger import check_ledger
+
+    papers = {paper.key: (paper, studies) for paper, studies in papers_of(load_studies(ROOT / "experiments"))}
+    assert set(papers) == set(SEED_ITEMS)
+    for key, items in SEED_ITEMS.items():
+        paper, studies = papers[key]
+        missing = [item for item in items if item not in {row.item for row in paper.ledger}]
+        assert not missing, f"paper {key}: no ledger row for {missing}"
+        check_ledger(paper, {c.text for study in studies for c in study.claims})
+        judged = {text for row in paper.ledger for text in row.claims}
+        unlisted = [c.text for study in studies for c in study.claims if not c.added and c.text not in judged]
+        assert not unlisted, f"paper {key}: claims in no ledger row: {unlisted}"

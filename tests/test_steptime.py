@@ -137,9 +137,11 @@ def test_cli_end_to_end(tmp_path, capsys, monkeypatch):
     assert "slope" in capsys.readouterr().out
     with open(scaling, newline="") as f:
         assert [(r["kind"], r["length"]) for r in csv.DictReader(f)] == [("scaling", "8"), ("scaling", "16")]
-    # a file's [report] harness_lengths are the lengths when none are given
+    # --scaling: at the file's [report] harness_lengths
+    with pytest.raises(SystemExit, match="tiny sets no \\[report\\] harness_lengths; give --lengths"):
+        main(["steptime", "--config", str(config), "--scaling", "--out", str(scaling)])
     config.write_text(config.read_text().replace("baseline = false\n", "baseline = false\nharness_lengths = [4, 8]\n"))
-    main(["steptime", "--config", str(config), "--rounds", "1", "--min-run-time", "0.001", "--no-memory",
+    main(["steptime", "--config", str(config), "--rounds", "1", "--min-run-time", "0.001", "--no-memory", "--scaling",
           "--labels", "linear", "--out", str(scaling)])
     with open(scaling, newline="") as f:
         assert [(r["kind"], r["length"]) for r in csv.DictReader(f)] == [("scaling", "4"), ("scaling", "8")]

@@ -482,8 +482,9 @@ def _add_steptime_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--min-run-time", type=float, default=0.2, help="seconds each measurement runs for at least")
     st.add_argument("--labels", help="comma-separated labels (default: every entry, the baseline included)")
     st.add_argument("--lengths", help="comma-separated lengths N: time synthetic inputs of N tokens (image tasks: N "
-                    "patches, squares only) instead of the experiment's batch (default: the file's [report] "
-                    "harness_lengths where it sets them)")
+                    "patches, squares only) instead of the experiment's batch")
+    st.add_argument("--scaling", action="store_true", help="as --lengths, at the file's [report] harness_lengths "
+                    "(the lengths its scaling claims read)")
     st.add_argument("--batch", type=int, default=1, help="with --lengths: inputs per step")
     st.add_argument("--no-memory", action="store_true", help="with --lengths: skip the peak memory of each (label, "
                     "N), measured in a fresh process each")
@@ -491,6 +492,18 @@ def _add_steptime_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--max-seconds", type=float, help="time cap: start no round that would likely end past it")
     st.add_argument("--out", help="CSV file (default: docs/reproduction/<name>-steptime.csv, with --lengths "
                     "<name>-scaling.csv)")
+
+
+def _steptime_lengths(args: argparse.Namespace, experiment) -> list[int] | None:
+    """The lengths of a scaling run: ``--lengths``, or with ``--scaling`` the file's ``[report] harness_lengths``;
+    None: time the experiment's own batch."""
+    if args.lengths and args.scaling:
+        raise ValueError("--lengths and --scaling: give one (--scaling takes the file's [report] harness_lengths)")
+    if args.scaling:
+        if not experiment.report.get("harness_lengths"):
+            raise ValueError(f"--scaling: {experiment.name} sets no [report] harness_lengths; give --lengths")
+        return list(experiment.report["harness_lengths"])
+    return [int(n) for n in args.lengths.split(",") if n.strip()] if args.lengths else None
 
 
 def cmd_steptime(args: argparse.Namespace) -> None:
@@ -511,8 +524,7 @@ def cmd_steptime(args: argparse.Namespace) -> None:
         experiment = load_experiment(args.config, args.overrides)
         common["rounds"] = args.rounds or experiment.report["harness_rounds"]
         task = make_task(experiment)
-        lengths = ([int(n) for n in args.lengths.split(",") if n.strip()] if args.lengths
-                   else experiment.report.get("harness_lengths"))
+        lengths = _steptime_lengths(args, experiment)
         if lengths:
             rows = time_scaling(experiment, lengths, batch=args.batch, memory=not args.no_memory, task=task, **common)
         else:

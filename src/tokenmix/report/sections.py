@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..study.claims import Claim, PaperText
+from ..study.claims import SLOPES, Claim, PaperText
 from ..study.power import planned_floor
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
@@ -49,9 +49,10 @@ def harness_only(study: Study) -> bool:
 
 
 def harness_command(study: Study) -> str:
-    """The ``tokenmix steptime`` command that measures the study's harness claims (its ``[report]
-    harness_lengths`` are the default lengths, so the command needs no ``--lengths``)."""
-    return f"tokenmix steptime --config {study.file}"
+    """The ``tokenmix steptime`` command that measures the study's harness claims: ``--scaling`` (its ``[report]
+    harness_lengths``) where claims read lengths, else the experiment's own batch."""
+    scaling = any(c.measure in SLOPES or c.length is not None for c in study.claims)
+    return f"tokenmix steptime --config {study.file}" + (" --scaling" if scaling else "")
 
 
 def run_here(study: Study, data: Path | None = None) -> list[str]:

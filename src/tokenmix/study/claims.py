@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
-           "HARNESS_MEASURES", "KINDS", "check_labels"]
+           "HARNESS_MEASURES", "SLOPES", "KINDS", "check_labels", "parse_ledger"]
 
 KINDS = ("greater", "less", "approx")
 SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s")

@@ -31,7 +31,7 @@
     plots = ["metric_vs_time", "metric_vs_epoch_time"]
     baseline = true           # add the no-context "mlp" run when no entry is it
     harness_rounds = 10       # rounds of `tokenmix steptime` (the samples of every time claim)
-    harness_lengths = [1024, 4096]  # `tokenmix steptime`'s --lengths when none are given (the scaling claims')
+    harness_lengths = [1024, 4096]  # `tokenmix steptime --scaling`: the lengths the scaling claims read
 
     [[mixers]]                # or: mixers = ["softmax", "linear", "swin:shift=true"]
     label = "softmax-32h"     # unique; names the run folder (default: the entry's name)
