@@ -584,6 +584,10 @@ def test_the_ledger_says_what_was_tested_and_names_unknown_claims():
     assert "4 items): 1 tested here, 2 partly, 1 not here." in lines[2]
     assert any(line.startswith("| Table 1 | accuracy | a beats b: **holds** | — | tested |") for line in lines)
     assert any(line.startswith("| Figure 4 | memory | — | needs a GPU | not here |") for line in lines)
+    elsewhere = ledger_section(paper, {"a beats b": decided}, known={"a beats b"})
+    assert any("a is fast: **not in these experiment files**" in line for line in elsewhere)
+    assert any("a is fast: **not run yet**" in line
+               for line in ledger_section(paper, {"a beats b": decided}, known={"a beats b", "a is fast"}))
     check_ledger(paper, {"a beats b", "a is fast"})
     with pytest.raises(ValueError, match="paper 9 ledger, Figure 3: no claim with the text 'a is fast'"):
         check_ledger(paper, {"a beats b"})

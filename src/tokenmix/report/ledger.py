@@ -18,7 +18,9 @@ TESTED, PARTLY, NOT_HERE = "tested", "partly", "not here"
 
 
 def check_ledger(paper: PaperText, claim_texts: set[str]) -> None:
-    """Every claim a ledger row names is a claim of the paper's experiment files (``ValueError`` naming it)."""
+    """Every claim a ledger row names is a claim of the paper's experiment files (``ValueError`` naming it). The
+    report does not call it: with only some of the files in ``--experiments``, a row names its other claims as
+    not in these files."""
     for row in paper.ledger:
         unknown = [c for c in row.claims if c not in claim_texts]
         if unknown:
@@ -47,23 +49,30 @@ def coverage(paper: PaperText, outcomes: dict[str, Outcome]) -> dict[str, int]:
     return counts
 
 
-def _verdicts(row: LedgerItem, outcomes: dict[str, Outcome]) -> str:
+def _verdicts(row: LedgerItem, outcomes: dict[str, Outcome], known: set[str] | None) -> str:
     parts = []
     for text in row.claims:
         outcome = outcomes.get(text)
-        parts.append(f"{text}: **{outcome.verdict_text if outcome else 'not run yet'}**")
+        if outcome is not None:
+            verdict = outcome.verdict_text
+        else:
+            verdict = "not run yet" if known is None or text in known else "not in these experiment files"
+        parts.append(f"{text}: **{verdict}**")
     return "<br>".join(parts) or "—"
 
 
-def ledger_section(paper: PaperText, outcomes: dict[str, Outcome], level: str = "###") -> list[str]:
-    """The paper item by item (empty when the paper has no ledger)."""
+def ledger_section(paper: PaperText, outcomes: dict[str, Outcome], level: str = "###",
+                   known: set[str] | None = None) -> list[str]:
+    """The paper item by item (empty when the paper has no ledger). ``outcomes``: claim text -> its outcome;
+    ``known``: the claim texts of the experiment files at hand (a claim without an outcome is not run yet when
+    known, else not in these files)."""
     if not paper.ledger:
         return []
     counts = coverage(paper, outcomes)
-    rows = [[row.item, row.shows, _verdicts(row, outcomes), row.not_here or "—", status(row, outcomes)]
+    rows = [[row.item, row.shows, _verdicts(row, outcomes, known), row.not_here or "—", status(row, outcomes)]
             for row in paper.ledger]
     return [f"{level} The paper, item by item", "",
-            f"Every table and figure with results ({len(paper.ledger)} items): {counts[TESTED]} tested here, "
+            f"Every table, figure or section with results ({len(paper.ledger)} items): {counts[TESTED]} tested here, "
             f"{counts[PARTLY]} partly, {counts[NOT_HERE]} not here.", "",
             *table(["item", "what it shows", "judged here (verdict)", "not here: why, and what stands in",
                     "status"], rows), ""]
