@@ -43,3 +43,16 @@ def test_to_device_keeps_the_batch_type_and_is_a_no_op_in_place():
 
 def test_public_names():
     assert {"Task", "create_task", "list_tasks", "register_task"} <= set(tasks.__all__)
+
+
+def test_every_task_says_what_its_seed_draws():
+    """The report's "data per run" line reads it: whether a per-run seed varies the test set or only part of it."""
+    for name in tasks.list_tasks():
+        draws = tasks.task_info(name).seed_draws
+        assert draws.strip(), name
+    assert "test included" in tasks.task_info("listops").seed_draws
+    assert "the same for every seed" in tasks.task_info("reviews").seed_draws
+    assert tasks.task_info("fashion").seed_draws.startswith("nothing")
+    with pytest.raises(ValueError, match="task 'x': seed_draws must say what the task's seed draws"):
+        tasks.register_task("x", description="d", kind="classification", metric="accuracy", source="s",
+                            seed_draws=" ")

@@ -95,8 +95,8 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
         f"preset `{experiment.train['preset']}`: {config.optimizer} lr {config.lr:g}, batch {config.batch_size}, "
         f"{budget}, {config.schedule} schedule, {every}{goal}; {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
         f"{len(labels)} configurations: {', '.join(labels)}.",
-        f"- **Data per run.** " + ("Each run draws its data (split, sample, generated items) from its own seed "
-                                   "(`[task] seed = \"run\"`): the intervals cover the data too."
+        f"- **Data per run.** " + (f"Each run's task seed is the run's own (`[task] seed = \"run\"`); it draws "
+                                   f"{task_info(experiment.task['name']).seed_draws}."
                                    if experiment.task.get("seed") == "run" else
                                    f"Every run uses the same data (the task's data seed "
                                    f"{experiment.task.get('seed', 0)}): the seeds vary the weights, dropout and "

@@ -66,7 +66,8 @@ def _regions(n: int) -> dict[str, tuple[int, int]]:
 @register_task("austen", description="which of Jane Austen's six novels a passage of `length` bytes/words "
                                      "comes from; splits by position in each novel (80/10/10)",
                kind="classification", metric="accuracy",
-               source="Debian r-cran-janeaustenr (Project Gutenberg texts), or a directory of .txt files")
+               source="Debian r-cran-janeaustenr (Project Gutenberg texts), or a directory of .txt files",
+               seed_draws="the passages of every split, test included (each split's region of the novels is fixed)")
 class AustenTask(Task):
     data_source = AUSTEN_SOURCE
 

@@ -57,6 +57,7 @@ class TaskInfo:
     metric: str
     source: str
     options: tuple[str, ...]
+    seed_draws: str = ""  # what the task's ``seed`` draws, in words (the report says it for `[task] seed = "run"`)
 
     @property
     def higher_is_better(self) -> bool:
@@ -355,10 +356,15 @@ _TASKS: dict[str, type[Task]] = {}
 T = TypeVar("T", bound=type)
 
 
-def register_task(name: str, *, description: str, kind: str, metric: str, source: str) -> Callable[[T], T]:
-    """Class decorator registering a :class:`Task` subclass; its options are its ``__init__`` keywords."""
+def register_task(name: str, *, description: str, kind: str, metric: str, source: str,
+                  seed_draws: str) -> Callable[[T], T]:
+    """Class decorator registering a :class:`Task` subclass; its options are its ``__init__`` keywords.
+    ``seed_draws``: what the ``seed`` option draws, a clause that says whether the test set varies with it
+    (e.g. "every example of every split (generated from it)", "nothing: the splits are the dataset's")."""
     if kind not in ("classification", "language_model", "image"):
         raise ValueError(f"task {name!r}: unknown kind {kind!r}")
+    if not isinstance(seed_draws, str) or not seed_draws.strip():
+        raise ValueError(f"task {name!r}: seed_draws must say what the task's seed draws")
 
     def decorate(cls: T) -> T:
         if name in _TASKS:
@@ -374,7 +380,7 @@ def register_task(name: str, *, description: str, kind: str, metric: str, source
             stated = list(inspect.signature(cls.stated_shape).parameters.values())
             if stated != [p for p in params.values() if p.name != "self"]:
                 raise TypeError(f"task {name!r}: stated_shape must take exactly the constructor's options")
-        cls.info = TaskInfo(name, description, kind, metric, source, options)
+        cls.info = TaskInfo(name, description, kind, metric, source, options, seed_draws)
         _TASKS[name] = cls
         return cls
 

@@ -113,8 +113,11 @@ class _FashionMNIST(Task):
         raise NotImplementedError
 
 
+_FIXED = "nothing: the splits are fixed (the seed varies only the weights, dropout and batch order)"
+
+
 @register_task("fashion", description="Fashion-MNIST 10-way image classification (ViT on 4x4 patches)",
-               kind="image", metric="accuracy", source=_SOURCE)
+               kind="image", metric="accuracy", source=_SOURCE, seed_draws=_FIXED)
 class FashionTask(_FashionMNIST):
     """Fashion-MNIST images. Options: ``preset``, ``seed``, ``root``, ``train_size``, ``val_size``,
     ``test_size`` (``None`` = from ``preset``). See the module docstring."""
@@ -136,7 +139,7 @@ class FashionTask(_FashionMNIST):
 
 @register_task("fashion_pixels",
                description="Fashion-MNIST as 784-long pixel sequences (token = 8-bit intensity), LRA Image style",
-               kind="classification", metric="accuracy", source=_SOURCE)
+               kind="classification", metric="accuracy", source=_SOURCE, seed_draws=_FIXED)
 class FashionPixelsTask(_FashionMNIST):
     """Fashion-MNIST as pixel-intensity token sequences. Options as :class:`FashionTask`."""
 

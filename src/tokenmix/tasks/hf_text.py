@@ -43,9 +43,13 @@ def _caps(preset: str) -> dict[str, int | None]:
     return {"max_train": QUICK_MAX_TRAIN if quick else None, "max_eval": QUICK_MAX_EVAL if quick else None}
 
 
+_SEED_DRAWS = ("the validation split carved from the official training set and, in the quick preset, the subsets "
+               "kept of each split, test included")
+
+
 @register_task("imdb", description="IMDb movie-review sentiment, positive vs negative (Maas et al., 2011)",
                kind="classification", metric="accuracy",
-               source="aclImdb directory (data_dir) or Hugging Face stanfordnlp/imdb")
+               source="aclImdb directory (data_dir) or Hugging Face stanfordnlp/imdb", seed_draws=_SEED_DRAWS)
 class ImdbTask(Task):
     """IMDb binary sentiment; label 1 = positive. 25,000 train / 25,000 test reviews, balanced.
 
@@ -76,7 +80,7 @@ class ImdbTask(Task):
 
 @register_task("glue", description="a GLUE classification task (CoLA, SST-2, MRPC, QQP, MNLI, QNLI, RTE, WNLI); "
                "test = the official dev set", kind="classification", metric="accuracy",
-               source="official GLUE TSV files (data_dir) or Hugging Face nyu-mll/glue")
+               source="official GLUE TSV files (data_dir) or Hugging Face nyu-mll/glue", seed_draws=_SEED_DRAWS)
 class GlueTask(Task):
     """One GLUE classification task, chosen by ``subtask`` (``tokenmix.data.hf.GLUE_NAMES``: cola, sst2,
     mrpc, qqp, mnli, mnli_mismatched, qnli, rte, wnli; STS-B, a regression, is not offered).

@@ -131,6 +131,7 @@ class _Generator:
     kind="classification",
     metric="accuracy",
     source="Nangia & Bowman (2018); Tay et al. (2021) Long Range Arena, lra_benchmarks/data/listops.py",
+    seed_draws="every example of every split, test included (generated from it)",
 )
 class ListOpsTask(Task):
     """Generated ListOps. Options (``None`` = from ``preset``): ``max_depth``, ``max_args``, ``min_length``,

@@ -105,7 +105,8 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 @register_task("lm", description="next-token language modelling on Jane Austen's novels (byte-level BPE "
                                  "vocabulary 5,000, context 128, as Chen (2023) section 6); splits 90/5/5 per novel",
                kind="language_model", metric="perplexity",
-               source="Debian r-cran-janeaustenr (Project Gutenberg texts), or a directory of .txt files")
+               source="Debian r-cran-janeaustenr (Project Gutenberg texts), or a directory of .txt files",
+               seed_draws="only which windows a capped split keeps; the text of each split, test included, is fixed")
 class LMTask(Task):
     data_source = AUSTEN_SOURCE
 

@@ -52,6 +52,7 @@ PRESETS = {
     metric="accuracy",
     source="associative recall (e.g. Ba et al. 2016; Dao et al. 2022, H3), balanced so single positions are "
            "uninformative",
+    seed_draws="every sequence of every split, test included (generated from it)",
 )
 class RecallTask(Task):
     """Options (``None`` = from ``preset``): ``num_pairs``, ``num_keys`` (>= ``num_pairs``), ``num_values``

