@@ -453,6 +453,28 @@ def test_the_dry_run_estimates_the_time_from_recorded_runs(tmp_path, capsys, mon
             f"{tmp_path / 'docs' / 'listops.csv'}") in capsys.readouterr().out
 
 
+def test_a_new_experiment_borrows_the_time_per_step_of_comparable_records(tmp_path):
+    """No run of the experiment recorded: per run, the time per step of recorded runs of other experiments with
+    the same task, parameter count and threads, times its planned steps; runs without such a record counted."""
+    from tokenmix.training.estimate import estimate_line, estimate_time
+
+    experiment = tiny("mixers=['relation', 'softmax']", "report.plots=[]")
+    runs = experiment.runs("classification")
+    steps = {r.key: 100 for r in runs}
+    params = {r.key: (10 if r.label == "relation" else 99) for r in runs}
+    (tmp_path / "other.csv").write_text("task,label,seed,params,steps,wall_s,threads\n"
+                                        "listops,x,0,10,50,100,1\nlistops,x,1,10,50,300,1\n"
+                                        "listops,y,0,10,50,999,2\nreviews,z,0,10,50,999,1\n")
+    assert estimate_time(experiment.name, runs, [tmp_path]) is None  # nothing to borrow without the plan
+    found = estimate_time(experiment.name, runs, [tmp_path], steps=steps, params=params, task="listops", threads=1)
+    relation = [r.key for r in runs if r.label == "relation"]
+    assert found.per_run == {key: pytest.approx(100 * 4.0) for key in relation}  # (2 + 6) / 2 s per step
+    assert found.recorded == 2 and found.unmatched == len(runs) - len(relation)
+    line = estimate_line(found, 2, experiment.name, [tmp_path])
+    assert f"no run of {experiment.name} recorded: the time per step of 2 recorded runs of other experiments" in line
+    assert f"{len(runs) - len(relation)} runs have no comparable record and are not counted" in line
+
+
 def test_every_help_text_ends_whole():
     import argparse
 

@@ -15,18 +15,21 @@ from typing import Iterable, Sequence
 from .experiment import RunSpec
 from .results import read_csv
 
-__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "estimate_line", "hours"]
+__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "borrowed_estimate", "estimate_line", "hours"]
 
 RECORD_DIR = Path("docs/reproduction")  # the committed record, relative to a checkout
 
 
 @dataclass(frozen=True)
 class TimeEstimate:
-    """Per run (:attr:`RunSpec.key`), its expected training seconds; the CSV they come from and its rows used."""
+    """Per run (:attr:`RunSpec.key`), its expected training seconds; the CSV they come from and its rows used.
+    ``unmatched``: runs with no comparable recorded run, left out of ``per_run`` (estimates from other
+    experiments' runs only: ``csv`` is then the folder)."""
 
     per_run: dict[str, float]
     csv: Path
     recorded: int
+    unmatched: int = 0
 
     @property
     def seconds(self) -> float:
@@ -58,16 +61,21 @@ def _scaled(row: dict[str, str], wall: float, steps: int | None) -> float:
 
 
 def estimate_time(name: str, runs: Sequence[RunSpec], folders: Iterable[str | Path | None],
-                  steps: dict[str, int] | None = None) -> TimeEstimate | None:
+                  steps: dict[str, int] | None = None, params: dict[str, int] | None = None,
+                  task: str | None = None, threads: int | None = None) -> TimeEstimate | None:
     """The expected training time of ``runs`` of the experiment ``name`` from the first of ``folders`` whose
     ``<name>.csv`` has rows with a wall time: each run its own recorded row's, else the mean of its label's
     rows, else the mean of all rows; with ``steps`` (planned steps per :attr:`RunSpec.key`) each recorded time
-    is shortened to the planned steps where fewer are planned. None when no folder has such rows."""
-    seen: set[Path] = set()
+    is shortened to the planned steps where fewer are planned. Where no folder has such rows and ``steps``,
+    ``params`` (per key) and ``task`` are given, a new experiment borrows from the others' records: per run, the
+    mean time per step of the recorded runs of any experiment in the folders with the same task, parameter
+    count and ``threads``, times its planned steps (:func:`borrowed_estimate`). None when nothing is recorded."""
+    unique: dict[Path, Path] = {}
+    for f in folders:
+        if f is not None:
+            unique.setdefault(Path(f).resolve(), Path(f))
+    folders = list(unique.values())
     for folder in folders:
-        if folder is None or Path(folder).resolve() in seen:
-            continue
-        seen.add(Path(folder).resolve())
         csv = Path(folder) / f"{name}.csv"
         rows = [(row, wall) for row in read_csv(csv)[1] if (wall := _wall(row)) is not None]
         if not rows:
@@ -80,7 +88,47 @@ def estimate_time(name: str, runs: Sequence[RunSpec], folders: Iterable[str | Pa
             chosen = mine or label or rows
             per_run[run.key] = sum(_scaled(row, wall, planned) for row, wall in chosen) / len(chosen)
         return TimeEstimate(per_run, csv, len(rows))
+    if steps and params and task:
+        return borrowed_estimate(runs, folders, steps, params, task, threads)
     return None
+
+
+def _per_step(row: dict[str, str], wall: float) -> float | None:
+    try:
+        took = int(row.get("steps") or 0)
+    except ValueError:
+        return None
+    return wall / took if took > 0 else None
+
+
+def borrowed_estimate(runs: Sequence[RunSpec], folders: Sequence[Path], steps: dict[str, int],
+                      params: dict[str, int], task: str, threads: int | None = None) -> TimeEstimate | None:
+    """Per run, the mean time per step of the recorded runs (every results CSV in ``folders``) with the same
+    ``task``, parameter count and ``threads`` (any, when None), times the run's planned steps; runs without
+    such a record are counted in ``unmatched``. None when no run has one."""
+    rates: dict[tuple[str, str, str], list[tuple[str, float]]] = {}  # (task, params, threads) -> (row id, s/step)
+    for folder in folders:
+        for csv in sorted(Path(folder).glob("*.csv")):
+            header, rows = read_csv(csv)
+            if not {"task", "params", "steps", "wall_s"} <= set(header):
+                continue
+            for i, row in enumerate(rows):
+                wall = _wall(row)
+                rate = _per_step(row, wall) if wall is not None else None
+                if rate is not None:
+                    key = (row["task"], row["params"], row.get("threads", ""))
+                    rates.setdefault(key, []).append((f"{csv}:{i}", rate))
+    per_run, unmatched, used = {}, 0, set()
+    for run in runs:
+        found = [got for (t, p, th), got in rates.items() if t == task and p == str(params.get(run.key))
+                 and (threads is None or th == str(threads))]
+        found = [item for got in found for item in got]
+        if not found or run.key not in steps:
+            unmatched += 1
+            continue
+        per_run[run.key] = steps[run.key] * sum(rate for _, rate in found) / len(found)
+        used.update(row for row, _ in found)
+    return TimeEstimate(per_run, folders[0], len(used), unmatched) if per_run else None
 
 
 def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: Iterable[str | Path | None]) -> str:
@@ -88,5 +136,12 @@ def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: 
     if estimate is None:
         where = " or ".join(dict.fromkeys(str(Path(f) / f"{name}.csv") for f in folders if f is not None))
         return f"estimated time: no estimate (no recorded run with a wall time in {where})"
+    if estimate.csv.suffix != ".csv":  # borrowed from other experiments' records
+        left = (f"; {estimate.unmatched} runs have no comparable record and are not counted"
+                if estimate.unmatched else "")
+        return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (no run of {name} "
+                f"recorded: the time per step of {estimate.recorded} recorded runs of other experiments in "
+                f"{estimate.csv} with the same task, parameter count and threads, times the planned steps, "
+                f"evaluations not counted{left})")
     return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (from {estimate.recorded} "
             f"recorded runs' training wall time in {estimate.csv}, evaluations not counted)")

@@ -375,7 +375,9 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun],
     lines = text_table(["label", "seed", "mixer(s)", "model", "params", "steps"], rows).split("\n")
     folders = [results_dir, RECORD_DIR]
     estimate = estimate_time(experiment.name, [p.spec for p in planned], folders,
-                             steps={p.spec.key: p.total_steps for p in planned})
+                             steps={p.spec.key: p.total_steps for p in planned},
+                             params={p.spec.key: p.params for p in planned}, task=task.info.name,
+                             threads=experiment.threads(jobs))
     lines += ["", estimate_line(estimate, jobs, experiment.name, folders)]
     claims = attainable_lines(experiment, family=family)  # per claim: the smallest Holm-adjusted p it can reach
     return "\n".join(head + lines + ([""] + claims if claims else []))
