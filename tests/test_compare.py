@@ -51,6 +51,11 @@ def test_harness_rounds_are_fixed_in_the_experiment_file():
     with pytest.raises(ValueError, match="harness_rounds must be a positive int"):
         load_experiment(None, ["report.harness_rounds=0"])
     assert load_experiment(None, ["report.harness_lengths=[256, 1024]"]).report["harness_lengths"] == [256, 1024]
+    with pytest.raises(ValueError, match="harness_only must be true or false"):
+        load_experiment(None, ["report.harness_only=1"])
+    speed = load_experiment(ROOT / "experiments" / "001-kerformer-speed.toml")
+    with pytest.raises(ValueError, match=r"trains nothing \(\[report\] harness_only = true\).*steptime"):
+        compare(speed, "unused-out-folder")
     for bad in ("[1024, 256]", "[256]", "[256, 256]", "[0, 256]", "'256,1024'"):
         with pytest.raises(ValueError, match="harness_lengths must be a list of two or more ascending positive"):
             load_experiment(None, [f"report.harness_lengths={bad}"])

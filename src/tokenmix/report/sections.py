@@ -44,8 +44,9 @@ RERUN_JOBS = 2  # the --jobs of the rerun command, and what the expected time is
 
 
 def harness_only(study: Study) -> bool:
-    """Whether every claim of the study is judged on the step-time harness (no training runs to make)."""
-    return bool(study.claims) and all(c.harness for c in study.claims)
+    """Whether the study trains nothing: ``[report] harness_only``, every claim judged on the step-time
+    harness."""
+    return bool(study.experiment.report.get("harness_only", False))
 
 
 def harness_command(study: Study) -> str:

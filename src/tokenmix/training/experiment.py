@@ -32,6 +32,7 @@
     baseline = true           # add the no-context "mlp" run when no entry is it
     harness_rounds = 10       # rounds of `tokenmix steptime` (the samples of every time claim)
     harness_lengths = [1024, 4096]  # `tokenmix steptime --scaling`: the lengths the scaling claims read
+    harness_only = false      # true: no training runs, every claim judged on `tokenmix steptime` (compare refuses)
 
     [[mixers]]                # or: mixers = ["softmax", "linear", "swin:shift=true"]
     label = "softmax-32h"     # unique; names the run folder (default: the entry's name)
@@ -83,7 +84,7 @@ PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
 _TOP = {"name", "description", "seeds", "task", "model", "train", "report", "mixers", "budgets", "claims", "paper"}
 _MODEL_KEYS = {"protocol", "dim", "depth", "heads", "init_std"}  # everything else goes to the model class
 _REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline", "harness_rounds", "target_chosen_on",
-                "targets_beside", "harness_lengths"}
+                "targets_beside", "harness_lengths", "harness_only"}
 HARNESS_ROUNDS = 10  # rounds of the step-time harness when the file does not set [report] harness_rounds
 _ENTRY_KEYS = {"label", "name", "pattern", "options", "model"}
 # TrainConfig fields an experiment sets; seed/out_dir/resume/progress belong to each run, not to the file.
@@ -389,6 +390,8 @@ def _check_report(report: dict[str, Any]) -> None:
         _fail(f"[report] baseline must be true or false, got {report.get('baseline')!r}")
     if not is_positive_int(report.get("harness_rounds")):
         _fail(f"[report] harness_rounds must be a positive int, got {report.get('harness_rounds')!r}")
+    if not isinstance(report.get("harness_only", False), bool):
+        _fail(f"[report] harness_only must be true or false, got {report.get('harness_only')!r}")
     lengths = report.get("harness_lengths")
     if lengths is not None and (not isinstance(lengths, list) or len(lengths) < 2
                                 or not all(is_positive_int(n) for n in lengths) or lengths != sorted(set(lengths))):

@@ -195,6 +195,9 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     :class:`~tokenmix.training.files.DiskFull` naming the file (finished runs are kept)."""
     if not is_positive_int(jobs):
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    if experiment.report.get("harness_only") and not dry_run:
+        raise ValueError(f"{experiment.name} trains nothing ([report] harness_only = true): its claims are judged on "
+                         f"the step-time harness, `tokenmix steptime --config <file> --scaling`")
     if executor not in ("local", "submitit"):
         raise ValueError(f"executor must be 'local' or 'submitit', got {executor!r}")
     if cluster_options and executor != "submitit":
