@@ -30,6 +30,7 @@ class TimeEstimate:
     csv: Path
     recorded: int
     unmatched: int = 0
+    borrowed: bool = False  # from other experiments' records (:func:`borrowed_estimate`)
 
     @property
     def seconds(self) -> float:
@@ -50,13 +51,18 @@ def _wall(row: dict[str, str]) -> float | None:
     return value if value > 0 else None
 
 
+def _took(row: dict[str, str]) -> int:
+    """The steps a recorded run took (0 when the row does not say)."""
+    try:
+        return int(row.get("steps") or 0)
+    except ValueError:
+        return 0
+
+
 def _scaled(row: dict[str, str], wall: float, steps: int | None) -> float:
     """A recorded run's wall time for a run of ``steps`` planned steps: shortened in proportion when fewer steps
     are planned than it took (a shorter budget), never lengthened (it may have stopped early)."""
-    try:
-        took = int(row.get("steps") or 0)
-    except ValueError:
-        took = 0
+    took = _took(row)
     return wall * min(1.0, steps / took) if steps is not None and took > 0 else wall
 
 
@@ -94,10 +100,7 @@ def estimate_time(name: str, runs: Sequence[RunSpec], folders: Iterable[str | Pa
 
 
 def _per_step(row: dict[str, str], wall: float) -> float | None:
-    try:
-        took = int(row.get("steps") or 0)
-    except ValueError:
-        return None
+    took = _took(row)
     return wall / took if took > 0 else None
 
 
@@ -128,7 +131,7 @@ def borrowed_estimate(runs: Sequence[RunSpec], folders: Sequence[Path], steps: d
             continue
         per_run[run.key] = steps[run.key] * sum(rate for _, rate in found) / len(found)
         used.update(row for row, _ in found)
-    return TimeEstimate(per_run, folders[0], len(used), unmatched) if per_run else None
+    return TimeEstimate(per_run, folders[0], len(used), unmatched, borrowed=True) if per_run else None
 
 
 def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: Iterable[str | Path | None]) -> str:
@@ -136,7 +139,7 @@ def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: 
     if estimate is None:
         where = " or ".join(dict.fromkeys(str(Path(f) / f"{name}.csv") for f in folders if f is not None))
         return f"estimated time: no estimate (no recorded run with a wall time in {where})"
-    if estimate.csv.suffix != ".csv":  # borrowed from other experiments' records
+    if estimate.borrowed:
         left = (f"; {estimate.unmatched} runs have no comparable record and are not counted"
                 if estimate.unmatched else "")
         return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (no run of {name} "
