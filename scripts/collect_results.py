@@ -40,7 +40,8 @@ def history_rows(run_dir: Path, results: list[dict[str, str]]) -> list[dict[str,
 
 def chance_row(config: Path) -> dict[str, object] | None:
     """The majority-class rates of the experiment's task (None for language modelling)."""
-    from tokenmix.training.experiment import load_experiment, make_task
+    from tokenmix.training.build import make_task
+    from tokenmix.training.experiment import load_experiment
     from tokenmix.training.results import chance_row as task_chance_row
 
     return task_chance_row(make_task(load_experiment(config)))

@@ -28,7 +28,8 @@ def generate(run_dir: Path) -> list[str]:
     from safetensors.torch import load_model
 
     from tokenmix.training.checkpoint import BEST_FILE
-    from tokenmix.training.experiment import build_model, load_experiment, make_task
+    from tokenmix.training.build import build_model, make_task
+    from tokenmix.training.experiment import load_experiment
     from tokenmix.training.sweep import run_dir as run_folder
 
     # seed 0 of every label, whichever seeds the folder's last sweep was started with (--seeds 2,3 rewrites them)

@@ -14,8 +14,9 @@ import tomllib
 
 import tokenmix.training.sweep as compare_module
 from tokenmix.cli import WIDTH, main
-from tokenmix.training.experiment import (DEFAULT_EXPERIMENT, Experiment, load_experiment, parse_overrides, skip_reason,
-                                         to_toml)
+from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment, load_experiment, skip_reason
+from tokenmix.training.overrides import parse_overrides
+from tokenmix.training.tomlfile import to_toml
 from tokenmix.training.power import attainable_lines
 from tokenmix.training.provenance import PROVENANCE_COLUMNS
 from tokenmix.training.results import COLUMNS
@@ -235,7 +236,7 @@ def test_resume_a_half_finished_sweep(tiny_run, tmp_path, monkeypatch):
     assert len(list(out.glob("runs/*/*/result.json"))) == 3
     # a run killed mid-way: it checkpointed at its evaluation at step 3, then died at step 4
     monkeypatch.setattr(compare_module, "run_one", real)
-    from tokenmix.training.experiment import build_model, make_task
+    from tokenmix.training.build import build_model, make_task
     from tokenmix.training.loop import train
 
     task = make_task(experiment)

@@ -19,7 +19,8 @@ from test_fashion_mnist import digests, write_split
 from tokenmix.cli import main
 from tokenmix.tasks import TaskShape, create_task, list_tasks, planned_task, task_class
 from tokenmix.tasks.datacheck import data_status
-from tokenmix.training.experiment import load_experiment, make_task, plan_task
+from tokenmix.training.build import make_task, plan_task
+from tokenmix.training.experiment import load_experiment
 from tokenmix.training.sweep import compare, dry_run_table, plan
 
 ROOT = Path(__file__).resolve().parents[1]

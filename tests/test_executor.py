@@ -11,7 +11,8 @@ import pytest
 import tokenmix.training.executor as executor_module
 from tokenmix.cli import main
 from tokenmix.training.executor import RunJob, RunsFailed, parse_cluster_options
-from tokenmix.training.experiment import load_experiment, make_task
+from tokenmix.training.build import make_task
+from tokenmix.training.experiment import load_experiment
 from tokenmix.training.results import chance_row, read_csv, typed
 from tokenmix.training.sweep import compare
 

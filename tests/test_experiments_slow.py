@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tokenmix.report import render
-from tokenmix.training.experiment import load_experiment, make_task
+from tokenmix.training.build import make_task
+from tokenmix.training.experiment import load_experiment
 from tokenmix.training.sweep import compare
 
 ROOT = Path(__file__).resolve().parents[1]

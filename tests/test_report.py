@@ -26,7 +26,8 @@ from tokenmix.study.verdict import (FAILS, HOLDS, MISSING, NO_DIFFERENCE, OPEN, 
                                     Outcome, judge, p_greater)
 from tokenmix.study import power  # noqa: E402
 from tokenmix.study.claims import Claim, check_labels, parse_claim, parse_claims, parse_paper  # noqa: E402
-from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment, to_toml  # noqa: E402
+from tokenmix.training.experiment import DEFAULT_EXPERIMENT, Experiment  # noqa: E402
+from tokenmix.training.tomlfile import to_toml  # noqa: E402
 from tokenmix.training.power import attainable  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -466,6 +467,32 @@ def test_attainable_and_the_dry_run_warning(tmp_path, capsys):
     assert printed.count("WARNING: 'claim") == 3 and "WARNING: 'slope'" not in printed
 
 
+def test_the_dry_run_counts_only_the_seeds_a_claim_is_judged_on(tmp_path, capsys):
+    """A time-to-target claim leaves out the pilot's seeds, and a claim changed after rows existed is judged
+    only on the seeds after the change: the dry run's p is the one those seeds can reach (as the report's),
+    and says how many remain; a claim without either keeps every seed."""
+    from tokenmix.training.power import judged_on
+    from tokenmix.training.sweep import compare
+
+    target = {**GOOD, "text": "sooner", "a": "softmax", "b": "linear", "measure": "time_to_target_s"}
+    plain = {**GOOD, "text": "better", "a": "softmax", "b": "linear"}
+    data = {**DEFAULT_EXPERIMENT, "seeds": list(range(6)), "claims": [target, plain],
+            "report": {"target": 0.5, "target_chosen_on": [0]},
+            "task": {"name": "recall"}, "model": {"dim": 16, "depth": 1}, "mixers": ["softmax", "linear"]}
+    experiment = Experiment.from_dict(data)
+    claims = {c.text: c for c in parse_claims(experiment.claims)}
+    assert judged_on(experiment, claims["sooner"]) == (5, 10)  # the pilot's seed 0 out
+    assert judged_on(experiment, claims["better"]) == (6, 10)
+    looked = {"better": frozenset({0, 1, 2, 3})}
+    assert judged_on(experiment, claims["better"], looked) == (2, 6)
+    assert [p for _, p in attainable(experiment, left_out=looked)] == pytest.approx(
+        [2 / math.comb(10, 5), 1 / math.comb(4, 2)])  # Holm over 2; the larger floor adjusted by 1
+    compare(experiment, tmp_path / "out", dry_run=True, left_out=looked)
+    printed = capsys.readouterr().out
+    assert "judged on 5 of the 6 seeds" in printed and "judged on 2 of the 6 seeds" in printed
+    assert "WARNING: 'better' cannot reach p <= 0.05" in printed and "WARNING: 'sooner'" not in printed
+
+
 def test_the_dry_run_adjusts_over_the_reports_family_too(tmp_path, capsys):
     """A claim that one file alone could decide may not clear Holm over every paper claim of the report: the dry
     run of a file beside others prints the family's p as well, and warns where only that one is above 0.05."""
@@ -506,15 +533,16 @@ def test_the_rerun_command_goes_to_a_new_folder_with_its_expected_time(tmp_path)
     from tokenmix.report.document import load_studies
     from tokenmix.report.sections import run_here
 
-    study = next(s for s in load_studies(ROOT / "experiments") if s.name == "000-time-to-accuracy")
-    rows = read_csv(DATA / "000-time-to-accuracy.csv")
+    name = "003-contextualizer-reviews"  # every planned run recorded: the expected time is the rows' own
+    study = next(s for s in load_studies(ROOT / "experiments") if s.name == name)
+    rows = read_csv(DATA / f"{name}.csv")
     hours = sum(float(r["wall_s"]) for r in rows) / 2 / 3600
     command = run_here(study, DATA)[-1]
-    assert ("To reproduce, run into a new folder: `tokenmix compare --config experiments/000-time-to-accuracy.toml "
-            "--results runs/000-time-to-accuracy-rerun --jobs 2` (expected: about "
+    assert (f"To reproduce, run into a new folder: `tokenmix compare --config experiments/{name}.toml "
+            f"--results runs/{name}-rerun --jobs 2` (expected: about "
             f"{hours:.1f} h of training, the training wall time of the {len(rows)} runs in ") in command
     assert "measured on 2 CPU cores" in command and "--results docs/reproduction" not in command
-    (tmp_path / "000-time-to-accuracy.csv").write_text("label,seed,steps,wall_s\n")
+    (tmp_path / f"{name}.csv").write_text("label,seed,steps,wall_s\n")
     assert "no expected time yet" in run_here(study, tmp_path)[-1]
 
 

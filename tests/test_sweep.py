@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import tokenmix.training.results as results_module
+import tokenmix.training.files as files_module
 import tokenmix.training.executor as executor_module
 import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
-from tokenmix.training.experiment import load_experiment, make_task
+from tokenmix.training.build import make_task
+from tokenmix.training.experiment import load_experiment
 from tokenmix.training.results import (COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, ResultsDir, config_hash,
                                        git_commit,
                                        read_csv, run_config, upsert_rows)
@@ -172,7 +173,7 @@ def test_rows_are_written_atomically_and_keep_other_rows(tmp_path, monkeypatch):
     def broken(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(results_module.os, "replace", broken)
+    monkeypatch.setattr(files_module.os, "replace", broken)  # results writes through files.atomic_write_text
     with pytest.raises(OSError, match="disk full"):
         upsert_rows(path, ["label", "seed", "value"], [{"label": "b", "seed": 0, "value": 9}])
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["x.csv"]
@@ -183,7 +184,7 @@ def test_status_names_done_partial_and_remaining(sweep, tmp_path, capsys):
     more = tiny("seeds=[0, 1]")
     out = tmp_path / "out"
     # relation seed 1 killed after its checkpoint at step 3
-    from tokenmix.training.experiment import build_model, make_task
+    from tokenmix.training.build import build_model, make_task
     from tokenmix.training.loop import train
 
     task = make_task(more)

@@ -18,7 +18,8 @@ import pytest
 
 import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
-from tokenmix.training.experiment import build_model, load_experiment, make_task
+from tokenmix.training.build import build_model, make_task
+from tokenmix.training.experiment import load_experiment
 from tokenmix.training.files import DiskFull, FolderNotWritable
 from tokenmix.training.locks import LockHeld
 from tokenmix.training.loop import train

@@ -3,7 +3,7 @@
 Why: times read off training logs mix in evaluation pauses, data batching, other processes and the order in
 which runs happened to train, so they cannot carry a claim such as "A trains 1.4x faster than B". Here each
 label's model, optimiser and scheduler are built as training builds them
-(:func:`tokenmix.training.experiment.build_model`, :func:`tokenmix.training.setup.make_optimizer`,
+(:func:`tokenmix.training.build.build_model`, :func:`tokenmix.training.setup.make_optimizer`,
 :func:`tokenmix.training.loop.make_scheduler`) and a step is the trainer's own
 (:func:`tokenmix.training.loop.train_step`: zero_grad, forward and the task's loss, backward, clipping, optimiser
 and scheduler step) on one fixed batch. All labels are timed in one process with fixed threads, in interleaved
@@ -46,7 +46,8 @@ from .timing import measure, median_interval
 from .training.batches import remaining_batches
 from .training.config import TrainConfig
 from .training.files import atomic_write_text
-from .training.experiment import Experiment, RunSpec, build_model, make_task
+from .training.build import build_model, make_task
+from .training.experiment import Experiment, RunSpec
 from .training.loop import make_scheduler, train_step
 from .training.setup import make_optimizer, plan_run
 

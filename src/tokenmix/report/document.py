@@ -17,7 +17,7 @@ from pathlib import Path
 from ..study.claims import PaperText, check_labels, parse_claims, parse_paper
 from ..study.verdict import (HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, RULES, SMALL, Outcome,
                              decide)
-from ..training.experiment import planned_steps_per_epoch
+from ..training.build import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .ledger import NOT_HERE, PARTLY, TESTED, coverage, ledger_section
 from .measures import ExperimentData, load_data

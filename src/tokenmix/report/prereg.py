@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
 from ..study.claims import HARNESS_MEASURES
-from ..training.experiment import HARNESS_ROUNDS
+from ..training.schema import HARNESS_ROUNDS
 
 __all__ = ["Registration", "registrations", "registration_note", "WORKING_TREE"]
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..study.claims import SLOPES, Claim, PaperText
 from ..study.power import planned_floor
+from ..training.power import judged_on
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
 from .notes import growth_table, not_pooled_note, provenance_note, tie_note
@@ -96,7 +97,7 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
         f"preset `{experiment.train['preset']}`: {config.optimizer} lr {config.lr:g}, batch {config.batch_size}, "
         f"{budget}, {config.schedule} schedule, {every}{goal}; {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
         f"{len(labels)} configurations: {', '.join(labels)}.",
-        f"- **Data per run.** " + (f"Each run's task seed is the run's own (`[task] seed = \"run\"`); it draws "
+        "- **Data per run.** " + (f"Each run's task seed is the run's own (`[task] seed = \"run\"`); it draws "
                                    f"{task_info(experiment.task['name']).seed_draws}."
                                    if experiment.task.get("seed") == "run" else
                                    f"Every run uses the same data (the task's data seed "
@@ -172,11 +173,8 @@ def _unfinished(study: Study, found: ExperimentData, looked: dict[str, frozenset
 def judge_study(study: Study, found: ExperimentData, looked: dict[str, frozenset] | None = None) -> list[Outcome]:
     """The claims' outcomes, Holm over the file; ``looked``: per claim text, the seeds (rounds) to leave out
     because they were in before its test last changed (:func:`left_out`)."""
-    seeds, rounds = study.experiment.seeds, study.experiment.report["harness_rounds"]
-
     def floor(claim: Claim) -> float:
-        kept = len([s for s in seeds if s not in left_out(study, claim, looked)])
-        return planned_floor(claim, max(kept, 1), max(rounds - len(left_out(study, claim, looked)), 1))
+        return planned_floor(claim, *judged_on(study.experiment, claim, looked))
 
     return judge(study.claims, _samples(found, study, looked), floor, _unfinished(study, found, looked))
 

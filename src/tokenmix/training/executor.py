@@ -32,7 +32,9 @@ import torch
 
 from .checkpoint import Checkpointer, set_aside_damaged
 from .config import TrainResult
-from .experiment import RUN_SEED, Experiment, RunSpec, build_model, make_task
+from .build import build_model, make_task
+from .experiment import Experiment, RunSpec
+from .schema import RUN_SEED
 from .files import atomic_write_text, disk_full_guard, move_aside
 from .loop import train
 from .provenance import provenance

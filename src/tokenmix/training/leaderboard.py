@@ -4,7 +4,6 @@ and the plots of the validation metric against training time (:func:`plot_histor
 
 from __future__ import annotations
 
-import csv
 import statistics
 from pathlib import Path
 from typing import Any

@@ -11,7 +11,6 @@ the same floors (:mod:`tokenmix.study.power`) and Holm's correction."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from ..study.claims import Claim, parse_claims
@@ -23,25 +22,40 @@ if TYPE_CHECKING:
 __all__ = ["attainable", "attainable_in_family", "attainable_lines"]
 
 
-def _floors(experiment: "Experiment", rounds: int | None = None) -> list[tuple[Claim, float]]:
+def judged_on(experiment: "Experiment", claim: Claim, left_out: dict[str, frozenset] | None = None,
+              rounds: int | None = None) -> tuple[int, int]:
+    """(seeds, harness rounds) ``claim`` is judged on, as the report counts them: the file's seeds (``rounds``,
+    default the file's ``[report] harness_rounds``) without those that chose a time-to-target claim's target
+    (``[report] target_chosen_on``) and without ``left_out[claim text]`` (the seeds, or rounds, already in when
+    its test or the seeds list last changed: git history, :func:`tokenmix.report.prereg.registrations`); at
+    least one of each."""
     rounds = experiment.report["harness_rounds"] if rounds is None else rounds
-    return [(c, planned_floor(c, len(experiment.seeds), rounds)) for c in parse_claims(experiment.claims)]
+    looked = set((left_out or {}).get(claim.text, ()))
+    chosen = set(experiment.report.get("target_chosen_on", [])) if claim.measure == "time_to_target_s" else set()
+    seeds = len([s for s in experiment.seeds if s not in looked | chosen])
+    return max(seeds, 1), max(rounds - len(looked), 1)
 
 
-def attainable(experiment: "Experiment", rounds: int | None = None) -> list[tuple[str, float]]:
+def _floors(experiment: "Experiment", rounds: int | None = None,
+            left_out: dict[str, frozenset] | None = None) -> list[tuple[Claim, float]]:
+    return [(c, planned_floor(c, *judged_on(experiment, c, left_out, rounds))) for c in parse_claims(experiment.claims)]
+
+
+def attainable(experiment: "Experiment", rounds: int | None = None,
+               left_out: dict[str, frozenset] | None = None) -> list[tuple[str, float]]:
     """(claim text, the smallest Holm-adjusted p its planned seeds / rounds can reach), per claim of the file;
-    ``rounds`` defaults to the file's ``[report] harness_rounds``."""
-    floors = _floors(experiment, rounds)
+    ``rounds`` defaults to the file's ``[report] harness_rounds``; ``left_out``: see :func:`judged_on`."""
+    floors = _floors(experiment, rounds, left_out)
     return [(c.text, p) for (c, _), p in zip(floors, holm([p for _, p in floors]))]
 
 
-def attainable_in_family(experiment: "Experiment", family: list["Experiment"],
-                         rounds: int | None = None) -> list[tuple[str, float, int]]:
+def attainable_in_family(experiment: "Experiment", family: list["Experiment"], rounds: int | None = None,
+                         left_out: dict[str, frozenset] | None = None) -> list[tuple[str, float, int]]:
     """(claim text, smallest Holm-adjusted p, family size) per claim of ``experiment``, adjusted as the report
     adjusts it: over every paper claim of ``experiment`` and of the ``family`` files at once (the added claims
     over the added ones), each file's claims at the floors of its own seeds and harness rounds (``rounds``
-    replaces ``experiment``'s only)."""
-    mine = _floors(experiment, rounds)
+    replaces ``experiment``'s only; ``left_out`` too: :func:`judged_on`)."""
+    mine = _floors(experiment, rounds, left_out)
     others = [f for other in family if other.name != experiment.name for f in _floors(other)]
     got: list[tuple[str, float, int]] = []
     for added in (False, True):
@@ -54,13 +68,15 @@ def attainable_in_family(experiment: "Experiment", family: list["Experiment"],
 
 
 def attainable_lines(experiment: "Experiment", rounds: int | None = None,
-                     family: list["Experiment"] | None = None) -> list[str]:
+                     family: list["Experiment"] | None = None,
+                     left_out: dict[str, frozenset] | None = None) -> list[str]:
     """The dry run's lines: per claim its smallest attainable Holm-adjusted p, a WARNING where it is above
     0.05 (no outcome could decide the claim). With ``family`` (the other experiment files of the report), a
     second column: the same p adjusted over the report's family (:func:`attainable_in_family`), the one the
-    report's headline uses, and the WARNING where that one is above 0.05."""
+    report's headline uses, and the WARNING where that one is above 0.05. ``left_out``: per claim, the seeds
+    (rounds) it is not judged on (:func:`judged_on`); each such claim's line says how many remain."""
     rounds = experiment.report["harness_rounds"] if rounds is None else rounds
-    reachable = attainable(experiment, rounds)
+    reachable = attainable(experiment, rounds, left_out)
     if not reachable:
         return []
     head = (f"claims: the smallest Holm-adjusted p each can reach ({len(experiment.seeds)} seeds per label, "
@@ -69,13 +85,22 @@ def attainable_lines(experiment: "Experiment", rounds: int | None = None,
         lines = [head + ")"]
         in_family = [(text, p, 0) for text, p in reachable]
     else:
-        in_family = attainable_in_family(experiment, family, rounds)
+        in_family = attainable_in_family(experiment, family, rounds, left_out)
         sizes = sorted({n for _, _, n in in_family}, reverse=True)
         lines = [head + f"; second column: over the report's family of {' / '.join(map(str, sizes))} claims, "
                  f"the {len(family)} other experiment files' claims included, the paper's and the added ones "
                  "separately, each at its smallest p)"]
+    claims = {c.text: c for c in parse_claims(experiment.claims)}
     for (text, p), (_, p_family, _) in zip(reachable, in_family):
         lines.append(f"  {p:.3g}  {text}" if family is None else f"  {p:<9.3g}{p_family:<9.3g}{text}")
+        claim = claims[text]
+        seeds, kept_rounds = judged_on(experiment, claim, left_out, rounds)
+        if claim.harness and kept_rounds < rounds:
+            lines.append(f"    judged on {kept_rounds} of the {rounds} rounds (the rest were in before its test last "
+                         "changed)")
+        elif not claim.harness and seeds < len(experiment.seeds):
+            lines.append(f"    judged on {seeds} of the {len(experiment.seeds)} seeds (without the pilot's that "
+                         "chose the target, and those in before its test or the seeds list last changed)")
         worst = max(p, p_family)
         if worst > ALPHA:
             where = "in this file" if p > ALPHA else "in the report's family"

@@ -33,7 +33,6 @@ import csv
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 import time
@@ -82,7 +81,7 @@ def run_config(experiment: Any, run: Any, threads: int) -> dict[str, Any]:
              if f.name not in _NOT_HASHED and getattr(config, f.name) != getattr(default, f.name)}
     task = dict(experiment.task)
     task.setdefault("seed", 0)
-    if task["seed"] == "run":  # [task] seed = "run" (experiment.RUN_SEED): the run's data come from its own seed
+    if task["seed"] == "run":  # [task] seed = "run" (schema.RUN_SEED): the run's data come from its own seed
         task["seed"] = run.seed
     return _plain({"task": task, "model": {k: v for k, v in run.model.items() if v is not None},
                    "mixer": run.mixer, "mixer_options": dict(run.mixer_options), "train": train, "seed": run.seed,

@@ -10,7 +10,8 @@ from pathlib import Path
 from ..tabulate import text_table
 from .checkpoint import Checkpointer, damaged_reason
 from .estimate import RECORD_DIR, estimate_time
-from .experiment import Experiment, plan_task
+from .build import plan_task
+from .experiment import Experiment
 from .results import ResultsDir, run_config
 from .sweep import CONFIG_FILE, RESULT_FILE, check_out_dir, plan, run_dir
 

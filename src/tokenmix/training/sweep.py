@@ -45,7 +45,9 @@ from ..tabulate import text_table
 from ..tasks import Task
 from ..validate import is_positive_int
 from .executor import RESULT_FILE, die_with_parent, read_result, run_dir, run_one, submit_runs
-from .experiment import Experiment, RunSpec, build_model, make_task, plan_task, to_toml
+from .build import build_model, make_task, plan_task
+from .experiment import Experiment, RunSpec
+from .tomlfile import to_toml
 from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
 from .locks import FolderLock
@@ -175,18 +177,20 @@ def check_out_dir(out: Path, experiment: Experiment) -> None:
 def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isolate: bool = True,
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
             commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None,
-            family: list[Experiment] | None = None) -> list[dict[str, Any]]:
+            family: list[Experiment] | None = None,
+            left_out: dict[str, frozenset] | None = None) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
     the cores shared out between the jobs). ``isolate=False`` trains one run after the other in this process
     (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
     ``dry_run`` plans (builds every model, prints the runs) and trains nothing; it loads no data where the task
-    can state its shape without (:func:`~tokenmix.training.experiment.plan_task`). ``results_dir``/``commit``:
+    can state its shape without (:func:`~tokenmix.training.build.plan_task`). ``results_dir``/``commit``:
     see the module docstring. ``executor="submitit"`` trains the runs as cluster jobs with the submitit
     parameters ``cluster_options`` (:func:`~tokenmix.training.executor.submit_runs`; ``jobs`` and ``isolate``
     then do not apply). ``family``: the other experiment files whose claims the report adjusts together with
-    this one's (the dry run prints each claim's smallest p over that family as well).
+    this one's (the dry run prints each claim's smallest p over that family as well); ``left_out``: per claim,
+    the seeds (rounds) it is not judged on (:func:`~.power.judged_on`), which the dry run's p counts without.
 
     While it trains, the sweep holds the lock of ``out_dir`` (:class:`~tokenmix.training.locks.FolderLock`): a
     second sweep into the same folder is refused with :class:`~tokenmix.training.locks.LockHeld` naming this one,
@@ -205,7 +209,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     out = Path(out_dir)
     if dry_run:  # as the task states itself where it can: no data loaded (or fetched)
         print(dry_run_table(experiment, *plan(experiment, plan_task(experiment)), jobs=jobs, results_dir=results_dir,
-                            family=family))
+                            family=family, left_out=left_out))
         return []
     task, planned = plan(experiment)
     for folder in (out, results_dir):
@@ -360,10 +364,12 @@ def _drain(messages: Any, bar: _Progress) -> None:
 
 
 def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun], *, jobs: int = 1,
-                  results_dir: str | Path | None = None, family: list[Experiment] | None = None) -> str:
+                  results_dir: str | Path | None = None, family: list[Experiment] | None = None,
+                  left_out: dict[str, frozenset] | None = None) -> str:
     """The resolved runs: label x seed, mixers, model settings, parameters, planned steps; then the expected
     training time at ``jobs`` from the runs recorded in ``results_dir`` or docs/reproduction, where there are;
-    then each claim's smallest attainable p (over ``family`` as well: :func:`~.power.attainable_lines`)."""
+    then each claim's smallest attainable p (over ``family`` as well, without the seeds ``left_out`` of each:
+    :func:`~.power.attainable_lines`)."""
     from .estimate import RECORD_DIR, estimate_line, estimate_time
 
     head = [f"experiment {experiment.name!r}: task {task.info.name} ({task.info.kind}, metric "
@@ -382,5 +388,5 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun],
                              params={p.spec.key: p.params for p in planned}, task=task.info.name,
                              threads=experiment.threads(jobs))
     lines += ["", estimate_line(estimate, jobs, experiment.name, folders)]
-    claims = attainable_lines(experiment, family=family)  # per claim: the smallest Holm-adjusted p it can reach
+    claims = attainable_lines(experiment, family=family, left_out=left_out)  # per claim: the smallest Holm-adjusted p it can reach
     return "\n".join(head + lines + ([""] + claims if claims else []))

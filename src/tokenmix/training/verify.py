@@ -81,7 +81,7 @@ def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: i
 
 
 def _plan_task(experiment: Experiment) -> Any:
-    from .experiment import plan_task
+    from .build import plan_task
 
     return plan_task(experiment)
 

@@ -1,0 +1,7 @@
+"""``python -m tokenmix.cli``: the ``tokenmix`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
