@@ -11,7 +11,7 @@ from ..registry import register_mixer
 from ..validate import is_positive_int as _positive_int
 from .linear import KernelAttentionMixer
 
-__all__ = ["Performer", "orthogonal_gaussian_projection"]
+__all__ = ["Performer", "orthogonal_gaussian_projection", "iid_gaussian_projection", "FEATURE_DRAWS"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -38,6 +38,16 @@ def orthogonal_gaussian_projection(nb_features: int, dim: int, *, generator: tor
     return rows * norms[:, None]
 
 
+def iid_gaussian_projection(nb_features: int, dim: int, *, generator: torch.Generator | None = None,
+                            device: torch.device | str | None = None) -> Tensor:
+    """An (nb_features, dim) float64 matrix of independent ``N(0, I_dim)`` rows: the i.i.d. random features
+    that Choromanski et al. (2021, sec. 2.4, Theorem 2) compare the orthogonal ones with."""
+    return torch.randn(nb_features, dim, generator=generator, device=device, dtype=torch.float64)
+
+
+FEATURE_DRAWS = {"orthogonal": orthogonal_gaussian_projection, "iid": iid_gaussian_projection}
+
+
 @register_mixer(
     "performer",
     paper="Choromanski et al. (2021) 'Rethinking attention with Performers' (FAVOR+, Lemma 1, sec. 2.4); "
@@ -55,7 +65,8 @@ class Performer(KernelAttentionMixer):
         ``phi(x) = h(x) / sqrt(m) (f(w_1^T x), ..., f(w_m^T x))``, ``h(x) = exp(-|x|^2 / 2)``, ``f = exp``,
 
     with ``w_1..w_m ~ N(0, I_d)`` made orthogonal in blocks of ``d`` (orthogonal random features, norms
-    redrawn from the chi distribution). ``E[phi(x) . phi(y)] = exp(x . y)`` (Lemma 1), so with ``q`` and
+    redrawn from the chi distribution; ``features="iid"``: independent rows, which sec. 2.4 and Theorem 2
+    show to give a larger mean squared error of the kernel estimate). ``E[phi(x) . phi(y)] = exp(x . y)`` (Lemma 1), so with ``q`` and
     ``k`` each scaled by ``d^(-1/4)`` the weights estimate the softmax kernel ``exp(q . k / sqrt(d))``
     without bias and with every weight positive. Time O(N m d), memory O(N (m + d) + m d); causal
     attention uses the chunked prefix form of :func:`tokenmix.ops.kernel_attention.kernel_attention`.
@@ -81,29 +92,34 @@ class Performer(KernelAttentionMixer):
         nb_features: number ``m`` of random features per head (default 256).
         chunk_size: causal chunk length (default: :func:`~tokenmix.ops.kernel_attention.auto_chunk_size`).
         eps: denominator guard.
+        features: ``"orthogonal"`` (default, FAVOR+) or ``"iid"``: how the projection is drawn.
     """
 
     projection: Tensor
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
                  bias: bool = False, nb_features: int = 256, chunk_size: int | None = None,
-                 eps: float = 1e-6) -> None:
+                 eps: float = 1e-6, features: str = "orthogonal") -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
                          chunk_size=chunk_size, eps=eps)
         if not _positive_int(nb_features):
             self._fail(f"nb_features must be a positive int, got {nb_features!r}")
+        if not isinstance(features, str) or features not in FEATURE_DRAWS:
+            self._fail(f"features must be one of {sorted(FEATURE_DRAWS)}, got {features!r}")
         self.nb_features = nb_features
-        projection = orthogonal_gaussian_projection(nb_features, self.head_dim)
+        self.features = features
+        projection = FEATURE_DRAWS[features](nb_features, self.head_dim)
         self.register_buffer("projection", projection.to(torch.get_default_dtype()), persistent=True)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, nb_features={self.nb_features}"
+        return f"{super().extra_repr()}, nb_features={self.nb_features}, features={self.features!r}"
 
     @torch.no_grad()
     def redraw_features(self, generator: torch.Generator | None = None) -> None:
-        """Draw a fresh random projection (from ``generator``, or the global torch RNG), in place."""
+        """Draw a fresh random projection (from ``generator``, or the global torch RNG), in place, the same way
+        as at construction (``features``)."""
         device = generator.device if generator is not None else torch.device("cpu")
-        new = orthogonal_gaussian_projection(self.nb_features, self.head_dim, generator=generator, device=device)
+        new = FEATURE_DRAWS[self.features](self.nb_features, self.head_dim, generator=generator, device=device)
         self.projection.copy_(new)
 
     # -- features -----------------------------------------------------------------------------
