@@ -161,6 +161,35 @@ def test_verify_reproduces_rows_of_the_same_code(recorded, tmp_path):
     assert [(r["label"], r["seed"], r["reproduced"]) for r in again] == [("relation", 1, "true"), ("mlp", 1, "true")]
 
 
+def test_each_verification_is_recorded_and_committed_as_it_is_made(recorded, tmp_path, monkeypatch):
+    """A verify stopped after its first seed keeps that seed's ledger rows, committed (with --commit)."""
+    import tokenmix.training.verify as verify_module
+
+    docs = copy_docs(recorded, tmp_path)
+    subprocess.run(["git", "init", "-q", str(docs)], check=True)
+    for key, value in (("user.email", "t@t"), ("user.name", "t")):
+        subprocess.run(["git", "-C", str(docs), "config", key, value], check=True)
+    subprocess.run(["git", "-C", str(docs), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(docs), "commit", "-qm", "rows"], check=True)
+    real, calls = verify_module.compare, []
+
+    def stopped_at_the_second_seed(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "compare", stopped_at_the_second_seed)
+    with pytest.raises(KeyboardInterrupt):
+        verify(recorded[1], docs, 2, tmp_path / "verify", progress=False, commit=True)
+    ledger = ResultsDir(docs, recorded[1].name).verifications()
+    assert sorted((r["label"], r["seed"]) for r in ledger) == [("mlp", "0"), ("relation", "0")]
+    log = subprocess.run(["git", "-C", str(docs), "log", "--format=%s"], capture_output=True, text=True).stdout
+    assert log.count("--verify: ") == 2 and "relation seed 0 reproduced" in log
+    status = subprocess.run(["git", "-C", str(docs), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout.strip() == ""  # the ledger is committed, nothing left over
+
+
 def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled(recorded, tmp_path):
     docs = copy_docs(recorded, tmp_path)
     experiment, record = recorded[1], ResultsDir(docs, recorded[1].name)

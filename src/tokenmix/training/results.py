@@ -465,8 +465,13 @@ class ResultsDir:
         return written
 
     def add_verifications(self, records: list[dict[str, Any]]) -> Path:
-        """Append ``records`` (:data:`VERIFY_COLUMNS`) to the ledger, under the lock; returns its path."""
+        """Append ``records`` (:data:`VERIFY_COLUMNS`) to the ledger, under the lock, and commit it when asked;
+        returns its path."""
         with self.lock():
             header, old = read_csv(self.verify)
             write_csv(self.verify, VERIFY_COLUMNS, old + records)
+        if self.commit and records:
+            what = ", ".join(f"{r['label']} seed {r['seed']} "
+                             f"{'reproduced' if r['reproduced'] == 'true' else 'differs'}" for r in records)
+            git_commit([self.verify], f"{self.name} --verify: {what}")
         return self.verify

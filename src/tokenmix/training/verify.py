@@ -9,7 +9,8 @@ not yet chosen, so that ``K`` at least the number of code versions reaches every
 and compares the rerun with the row on every column
 the weights determine (:data:`~tokenmix.training.results.REPRODUCED_COLUMNS` and the evaluations'
 :data:`~tokenmix.training.results.REPRODUCED_HISTORY`, as rounded in the CSVs; times, memory and provenance are
-measurements, not results). Each rerun is appended to ``<name>-verify.csv``.
+measurements, not results). Each rerun is appended to ``<name>-verify.csv`` as soon as it is compared (and
+committed with ``--commit``), so that a verify stopped part-way keeps what it found.
 
 A rerun that differs under other code shows that the row's code gives other results: every row of that code is
 then stale (:meth:`~tokenmix.training.results.ResultsDir.stale_codes`): ``tokenmix report`` lists them and leaves
@@ -144,7 +145,7 @@ def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str
                 # a run of the current code with the row's config: it replaces the stale row at once
                 record.save_run(rerun, COLUMNS, result["history"], run_config(experiment, p.spec, threads),
                                 task)
-    record.add_verifications(added)
+            record.add_verifications(added[-1:])  # each as it is made (and committed): a stopped verify loses none
     print(verify_table(added), flush=True)
     return added
 
