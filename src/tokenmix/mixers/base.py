@@ -248,6 +248,24 @@ class QKVMixer(Mixer):
         q, k, v = self.qkv_heads(x)
         return self._output(merge_heads(self._attend_reference(q, k, v, mask)))
 
+    forms_attention_matrix = False  # True where the forward pass itself computes the N x N matrix (softmax)
+
+    def attention_weights(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The (B, H, N, N) attention matrix of ``x`` (B, N, dim): row i holds the weights query i gives every key
+        (zero for padded keys, later keys when causal, and in the rows of padded queries), so that the heads'
+        output is ``weights @ V``. O(N^2) memory: for inspecting a trained model (how local its attention is,
+        Gan et al. (2023) Fig. 5), not for the forward pass. A mechanism without an attention matrix raises
+        ``NotImplementedError`` naming itself."""
+        mask = self._check_input(x, mask)
+        q, k, _ = self.qkv_heads(x)
+        weights = self._attention_weights(q, k, mask)
+        return weights if mask is None else weights.masked_fill(~mask[:, None, :, None], 0.0)
+
+    def _attention_weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        """The attention matrix per head: q, k (B, H, N, D), mask (B, N) or None -> (B, H, N, N)."""
+        self._fail("attention_weights: this mechanism has no attention matrix to show", NotImplementedError)
+        raise AssertionError  # unreachable: _fail raises
+
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """The attention rule per head: (B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
         raise NotImplementedError

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.kernel_attention import kernel_attention, kernel_attention_reference, kernel_attention_step
+from ..ops.kernel_attention import (kernel_attention, kernel_attention_reference, kernel_attention_step,
+                                     kernel_attention_weights)
 from ..registry import register_mixer
 from ..validate import is_positive_int
 from .base import QKVMixer
@@ -78,6 +79,11 @@ class KernelAttentionMixer(QKVMixer):
         phi_q, phi_k, log_scale = self._features(q, k, mask)
         return kernel_attention_reference(phi_q, phi_k, v, causal=self.causal, key_mask=mask,
                                           key_log_scale=log_scale, eps=self.eps, normalize=self.normalize)
+
+    def _attention_weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        phi_q, phi_k, log_scale = self._features(q, k, mask)
+        return kernel_attention_weights(phi_q, phi_k, causal=self.causal, key_mask=mask, key_log_scale=log_scale,
+                                        eps=self.eps, normalize=self.normalize)
 
     @property
     def feature_dim(self) -> int:

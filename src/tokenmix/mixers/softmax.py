@@ -101,11 +101,9 @@ class SoftmaxAttention(QKVMixer):
         """The explicit N x N score matrix, masked, softmax, times V."""
         return F.dropout(self._weights(q, k, mask), self._dropout_p) @ v
 
-    def attention_weights(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        """The attention weights of ``x`` (B, N, dim) per head: (B, H, N, N), each row a softmax over the keys
-        its query may see (before dropout). Rows of padded queries are not meaningful."""
-        mask = self._check_input(x, mask)
-        q, k, _ = self.qkv_heads(x)
+    forms_attention_matrix = True
+
+    def _attention_weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         return self._weights(q, k, mask)
 
     def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:

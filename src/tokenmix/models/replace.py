@@ -155,11 +155,10 @@ class MixerAttention(nn.Module):
         return True
 
     def _weights(self, x: Tensor, mask: Tensor | None, average: bool, unbatched: bool) -> Tensor:
-        attention_weights = getattr(self.mixer, "attention_weights", None)
-        if attention_weights is None:
+        if not getattr(self.mixer, "forms_attention_matrix", False):  # a linear mechanism would build one per call
             self._fail(f"need_weights=True, but {self.mixer_name!r} forms no attention-weight matrix to return; call "
                        f"it with need_weights=False (PyTorch's Transformer layers do)")
-        weights = attention_weights(x, mask)  # (B, H, L, L)
+        weights = self.mixer.attention_weights(x, mask)  # (B, H, L, L)
         weights = weights.mean(dim=1) if average else weights
         return weights[0] if unbatched else weights
 

@@ -37,8 +37,8 @@ from torch import Tensor
 
 from ..validate import is_positive_int
 
-__all__ = ["kernel_attention", "kernel_attention_reference", "kernel_attention_step", "auto_chunk_size",
-           "upcast_low_precision", "rescaled_prefix_states", "rescaled_prefix_states_reference"]
+__all__ = ["kernel_attention", "kernel_attention_reference", "kernel_attention_weights", "kernel_attention_step",
+           "auto_chunk_size", "upcast_low_precision", "rescaled_prefix_states", "rescaled_prefix_states_reference"]
 
 
 def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
@@ -247,6 +247,25 @@ def kernel_attention_step(
     return (_normalise(out, eps) if normalize else out).to(out_dtype), state
 
 
+def _weight_matrix(q: Tensor, k: Tensor, causal: bool, key_mask: Tensor | None,
+                   key_log_scale: Tensor | None) -> Tensor:
+    """The unnormalised (B, H, N, N) weights w_ij = phi(q_i).phi(k_j), rescaled by exp(s_j - s_i) with
+    log-scales, zero where key j is padding or (causal) after i."""
+    n = q.shape[2]
+    w = q @ k.transpose(-2, -1)
+    allowed = torch.ones(n, n, dtype=torch.bool, device=q.device)
+    if causal:
+        allowed = allowed.tril()
+    allowed = allowed.expand(q.shape[0], 1, n, n)
+    if key_mask is not None:
+        allowed = allowed & key_mask[:, None, None, :]
+    if key_log_scale is not None:
+        s = key_log_scale.to(q.dtype)
+        rel = (s[..., None, :] - s[..., :, None]).masked_fill(~allowed, float("-inf"))
+        w = w * torch.exp(rel)
+    return w.masked_fill(~allowed, 0.0)
+
+
 def kernel_attention_reference(
     q: Tensor,
     k: Tensor,
@@ -262,21 +281,31 @@ def kernel_attention_reference(
     _check(q, k, v, key_mask, key_log_scale, normalize)
     out_dtype = v.dtype
     q, k, v = upcast_low_precision(q, k, v)
-    n = q.shape[2]
-    w = q @ k.transpose(-2, -1)
-    allowed = torch.ones(n, n, dtype=torch.bool, device=q.device)
-    if causal:
-        allowed = allowed.tril()
-    allowed = allowed.expand(q.shape[0], 1, n, n)
-    if key_mask is not None:
-        allowed = allowed & key_mask[:, None, None, :]
-    if key_log_scale is not None:
-        s = key_log_scale.to(q.dtype)
-        rel = (s[..., None, :] - s[..., :, None]).masked_fill(~allowed, float("-inf"))
-        w = w * torch.exp(rel)
-    w = w.masked_fill(~allowed, 0.0)
+    w = _weight_matrix(q, k, causal, key_mask, key_log_scale)
     num = w @ v
     if not normalize:
         return num.to(out_dtype)
     den = w.sum(dim=-1, keepdim=True)
     return _normalise(torch.cat([num, den], dim=-1), eps).to(out_dtype)
+
+
+def kernel_attention_weights(
+    q: Tensor,
+    k: Tensor,
+    *,
+    causal: bool,
+    key_mask: Tensor | None = None,
+    key_log_scale: Tensor | None = None,
+    eps: float = 1e-6,
+    normalize: bool = True,
+) -> Tensor:
+    """The (B, H, N, N) attention matrix of :func:`kernel_attention`: row i holds the weights query i gives
+    each key, phi(q_i).phi(k_j) over their sum (``normalize=False``: not divided), zero for padded keys and,
+    causally, for later ones; ``weights @ v`` is the attention's output. O(N^2) memory: for inspection
+    (e.g. how local the attention is), not for the forward pass."""
+    _check(q, k, k, key_mask, key_log_scale, normalize)
+    q, k = upcast_low_precision(q, k)
+    w = _weight_matrix(q, k, causal, key_mask, key_log_scale)
+    if not normalize:
+        return w
+    return _normalise(torch.cat([w, w.sum(dim=-1, keepdim=True)], dim=-1), eps)

@@ -45,7 +45,7 @@ __all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "p
            "HARNESS_MEASURES", "SLOPES", "KINDS", "check_labels", "parse_ledger"]
 
 KINDS = ("greater", "less", "approx")
-SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s")
+SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s", "locality")
 HARNESS_MEASURES = ("step_time_s", "time_per_epoch_s", "time_slope", "memory_slope")
 MEASURES = SEED_MEASURES + HARNESS_MEASURES
 SLOPES = ("time_slope", "memory_slope")

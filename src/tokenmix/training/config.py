@@ -53,6 +53,7 @@ class TrainConfig:
     target: float | None = None  # time-to-target threshold on the val metric
     target_k: int = 1  # ... reached k evaluations in a row (Yamada et al.: 10)
     cost_window: int = 2000  # training cost: median per-batch loss over the last cost_window batches (Chen 2023 §6)
+    locality_window: int | None = None  # after training: the test split's attention mass within this many positions
     bf16: bool = False  # torch.autocast(device_type, dtype=torch.bfloat16)
     seed: int = 0
     device: str = "cpu"
@@ -102,6 +103,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.patience ({self.patience}) < TrainConfig.target_k ({self.target_k}): early "
                              f"stopping could end a run before the target's streak of {self.target_k} evaluations "
                              f"completes; set patience >= target_k, or None")
+        if self.locality_window is not None and (not _is_int(self.locality_window) or self.locality_window < 0):
+            self._bad("locality_window", "None or an int >= 0")
         if not _is_int(self.warmup_steps) or self.warmup_steps < 0:
             self._bad("warmup_steps", "an int >= 0")
         if not _is_int(self.seed) or self.seed < 0:
@@ -179,3 +182,4 @@ class TrainResult:
     stopped_early: bool = False
     train_cost: float | None = None  # median of the per-batch training losses over the last cost_batches batches
     cost_batches: int = 0
+    locality: float | None = None  # attention mass within locality_window positions on the test split (training.locality)

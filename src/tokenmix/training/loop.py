@@ -90,6 +90,7 @@ from ..tasks.base import Task
 from .batches import count_tokens, remaining_batches, shard
 from .checkpoint import Checkpointer, gather_rng_states, restore_rng_states
 from .config import EvalRecord, TrainConfig, TrainResult
+from .locality import attention_locality
 from .reporting import Reporter
 from .setup import PeakMemory, RunPlan, make_optimizer, plan_run, wrap_ddp
 
@@ -379,9 +380,15 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
     test_metric = None
     if "test" in task.splits and len(task.splits["test"]) > 0:
         test_metric = float(_evaluate(task, model, "test", config.eval_batch_size, plan, ctx)[task.info.metric])
+    locality = None
+    if config.locality_window is not None and plan.is_main and "test" in task.splits:
+        with ctx:
+            locality = attention_locality(model, task, "test", config.locality_window, config.eval_batch_size)
     if plan.distributed:
         dist.barrier()
-    return _result(task, model, plan, loop, test_metric, peak_mem_mb)
+    result = _result(task, model, plan, loop, test_metric, peak_mem_mb)
+    result.locality = locality
+    return result
 
 
 def _result(task: Task, model: nn.Module, plan: RunPlan, loop: LoopState, test_metric: float | None,

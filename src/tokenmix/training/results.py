@@ -52,7 +52,7 @@ __all__ = ["COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_C
 
 COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
            "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb", "train_cost",
-           "cost_batches"]
+           "cost_batches", "locality"]
 HISTORY_COLUMNS = ["label", "seed", "step", "epoch", "wall_s", "train_loss", "val_loss", "val_metric"]
 CHANCE_COLUMNS = ["majority_class", "train_rate", "test_rate"]
 HASH_COLUMN = "config_hash"
@@ -60,7 +60,8 @@ HASH_COLUMN = "config_hash"
 ROW_COLUMNS = COLUMNS + [HASH_COLUMN] + PROVENANCE_COLUMNS
 # what a rerun must give again for a row to count as reproduced: every column a run's weights determine (not the
 # measured times and memory, nor the provenance)
-REPRODUCED_COLUMNS = ["params", "metric", "value", "best_val", "best_epoch", "steps", "train_cost", "cost_batches"]
+REPRODUCED_COLUMNS = ["params", "metric", "value", "best_val", "best_epoch", "steps", "train_cost", "cost_batches",
+                      "locality"]
 REPRODUCED_HISTORY = ["step", "epoch", "train_loss", "val_loss", "val_metric"]
 # the ledger of `tokenmix compare --verify`: one row per rerun of a recorded row
 VERIFY_COLUMNS = ["label", "seed", "config_hash", "row_code", "rerun_code", "rerun_commit", "rerun_clean", "torch",
@@ -130,7 +131,9 @@ def result_row(experiment: Any, run: Any, result: dict[str, Any]) -> dict[str, A
             "wall_s": round(history[-1]["wall_s"], 3) if history else 0.0,
             "tokens_per_s": round(result["tokens_per_s"], 1), "peak_mem_mb": round(result["peak_mem_mb"], 1),
             "train_cost": "" if result.get("train_cost") is None else round(result["train_cost"], 6),
-            "cost_batches": result.get("cost_batches", 0), **result.get("provenance", {})}
+            "cost_batches": result.get("cost_batches", 0),
+            "locality": "" if result.get("locality") is None else round(result["locality"], 6),
+            **result.get("provenance", {})}
 
 
 def history_records(label: str, seed: int, history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
