@@ -1,0 +1,97 @@
+"""Pathfinder (Linsley et al., 2018), the Long Range Arena's image task (Tay et al., 2021): are the two markers of a
+32 x 32 picture joined by one curve? Fed as the picture's 1,024 pixels in row-major order, one token each.
+
+The pictures are generated here (:mod:`tokenmix.data.pathfinder`: two long curves of ``length`` segments, the
+difficulty, LRA's 6, 9 and 14; ``distractors`` short curves; markers at both ends of one curve, or at one end
+of each; the classes balanced and alike in marker distance and ink), cached in the data cache after the first
+build. Tokens (``vocab_size = 3``): ``0`` padding (never used: every sequence is ``size²`` long), ``1``
+background, ``2`` ink. LRA feeds 8-bit grey levels (vocabulary 256) of anti-aliased pictures; these are
+black and white, so two levels are all there is.
+
+Presets: ``quick`` (curves of 6 segments, 2,000 / 500 / 500 pictures) and ``paper`` (LRA's hard split: 14
+segments, 4 distractors; 20,000 / 2,000 / 2,000 pictures, against LRA's 160,000 / 20,000 / 20,000: the size two
+CPU cores can train on). Each split is its own seeded draw (seed ``3 s + i`` for task seed ``s`` and split ``i``),
+half of each class, so ``seed`` fixes all three.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..data.pathfinder import PathfinderConfig, pathfinder_arrays
+from .base import Split, Task, TaskShape, register_task
+
+__all__ = ["PathfinderTask", "BACKGROUND", "INK_TOKEN"]
+
+BACKGROUND, INK_TOKEN = 1, 2
+
+PRESETS = {
+    "quick": dict(length=6, train_size=2_000, val_size=500, test_size=500),
+    "paper": dict(length=14, train_size=20_000, val_size=2_000, test_size=2_000),
+}
+
+
+@register_task(
+    "pathfinder",
+    description="Pathfinder (LRA image task): are the two markers on one curve? 32 x 32 pictures as 1,024 "
+                "pixel tokens",
+    kind="classification",
+    metric="accuracy",
+    source="Linsley et al. (2018); Tay et al. (2021) Long Range Arena; generated here from the published "
+           "description (tokenmix.data.pathfinder)",
+    seed_draws="every picture of every split, test included (generated from it)",
+)
+class PathfinderTask(Task):
+    """Options (``None`` = from ``preset``): ``length`` (segments of the two long curves: the difficulty),
+    ``distractors``, ``size`` (pixels a side), ``train_size``, ``val_size``, ``test_size`` (even numbers),
+    ``progress`` (a bar while generating; None: on a terminal). See the module docstring."""
+
+    num_classes = 2
+    vocab_size = 3
+    pad_id = 0
+    data_source = None  # generated
+
+    def __init__(self, preset: str = "quick", seed: int = 0, length: int | None = None, distractors: int = 4,
+                 size: int = 32, train_size: int | None = None, val_size: int | None = None,
+                 test_size: int | None = None, progress: bool | None = None) -> None:
+        cfg, config = self._config(preset, seed, length, distractors, size, train_size, val_size, test_size)
+        sizes = [cfg["train_size"], cfg["val_size"], cfg["test_size"]]
+        self.preset, self.seed, self.config = preset, seed, config
+        self.max_len = size * size
+        self.splits = {}
+        for i, (name, count) in enumerate(zip(("train", "val", "test"), sizes)):
+            # each split its own draw (seed 3 s + i: distinct over every seed s), balanced exactly
+            images, labels = pathfinder_arrays(count, 3 * seed + i, config, progress)
+            ids = torch.from_numpy(np.where(images.reshape(count, -1) > 0, INK_TOKEN, BACKGROUND)).long()
+            self.splits[name] = Split(labels=torch.from_numpy(labels).long(), ids=ids,
+                                      lengths=torch.full((count,), self.max_len, dtype=torch.long))
+
+    @classmethod
+    def _config(cls, preset: str, seed: int, length: int | None, distractors: int, size: int,
+                train_size: int | None, val_size: int | None, test_size: int | None
+                ) -> tuple[dict[str, int], PathfinderConfig]:
+        if preset not in PRESETS:
+            cls._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+        given = dict(length=length, train_size=train_size, val_size=val_size, test_size=test_size)
+        cfg = {k: (PRESETS[preset][k] if v is None else v) for k, v in given.items()}
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            cls._fail(f"seed must be an int >= 0, got {seed!r}")
+        for name in ("train_size", "val_size", "test_size"):
+            value = cfg[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
+                cls._fail(f"{name} must be an even int >= 2 (the classes come in pairs), got {value!r}")
+        try:
+            config = PathfinderConfig(size=size, length=cfg["length"], distractors=distractors)
+        except ValueError as error:
+            cls._fail(str(error).removeprefix("pathfinder: "))
+        return cfg, config
+
+    @classmethod
+    def stated_shape(cls, preset: str = "quick", seed: int = 0, length: int | None = None, distractors: int = 4,
+                     size: int = 32, train_size: int | None = None, val_size: int | None = None,
+                     test_size: int | None = None, progress: bool | None = None) -> TaskShape:
+        """The shape from the options alone (see :class:`~tokenmix.tasks.base.Task`)."""
+        cfg, _ = cls._config(preset, seed, length, distractors, size, train_size, val_size, test_size)
+        return TaskShape({s: cfg[f"{s}_size"] for s in ("train", "val", "test")}, num_classes=2, vocab_size=3,
+                         max_len=size * size, pad_id=cls.pad_id)
