@@ -81,3 +81,14 @@ def test_the_task_feeds_pixels_as_tokens(tmp_path, monkeypatch):
     assert shape.split_sizes() == task.split_sizes() and shape.max_len == 1024 and shape.vocab_size == 3
     with pytest.raises(ValueError, match="train_size must be an even int"):
         create_task("pathfinder", train_size=21)
+
+
+def test_tokenmix_data_pathfinder_show_draws_examples(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tokenmix.cli import main
+
+    out = tmp_path / "examples.png"
+    main(["data", "pathfinder", "--show", str(out)])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {out}" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--show draws the pictures of the task pathfinder only"):
+        main(["data", "listops", "--show", str(out)])

@@ -33,7 +33,7 @@ import numpy as np
 
 from .cache import cached
 
-__all__ = ["PathfinderConfig", "generate", "draw_pair", "pathfinder_arrays", "connected"]
+__all__ = ["PathfinderConfig", "generate", "draw_pair", "pathfinder_arrays", "connected", "save_examples"]
 
 INK = 255
 _MAX_TRIES = 200  # draws of one curve, or of one negative's layout, before the whole image starts again
@@ -216,3 +216,35 @@ def connected(image: np.ndarray, a: tuple[int, int], b: tuple[int, int]) -> bool
                     seen[rr, cc] = True
                     stack.append((rr, cc))
     return False
+
+
+def save_examples(path: str | Path, per_class: int = 4, seed: int = 0,
+                  configs: tuple[PathfinderConfig, ...] = tuple(PathfinderConfig(length=n) for n in (6, 9, 14))
+                  ) -> Path:
+    """A PNG of ``per_class`` positive and negative pictures per difficulty (one row each), drawn from ``seed``,
+    each titled with its class; needs matplotlib (``pip install 'tokenmix[plot]'``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("pathfinder: drawing examples needs matplotlib: pip install 'tokenmix[plot]'") from None
+    rng = np.random.default_rng(seed)
+    figure, axes = plt.subplots(len(configs), 2 * per_class, figsize=(2 * per_class * 1.3, len(configs) * 1.5),
+                                squeeze=False)
+    for row, config in enumerate(configs):
+        for i in range(per_class):
+            pair = draw_pair(rng, config)
+            for j, ((image, _), name) in enumerate(zip(pair, ("joined", "apart"))):
+                ax = axes[row, 2 * i + j]
+                ax.imshow(image, cmap="gray", vmin=0, vmax=INK)
+                ax.set_title(f"{name} (length {config.length})" if i == 0 else name, fontsize=7)
+                ax.set_xticks([])
+                ax.set_yticks([])
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
