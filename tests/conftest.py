@@ -83,3 +83,17 @@ def assert_padding_invisible(mixer: torch.nn.Module, x: torch.Tensor, mask: torc
             alone = mixer(x[row:row + 1, mask[row]])
             torch.testing.assert_close(y[row, mask[row]], alone[0], rtol=1e-6, atol=atol,
                                        msg=lambda m, row=row: f"row {row} differs when run alone: {m}")
+
+
+@pytest.fixture
+def six_novels_dir(tmp_path):
+    """A folder of six small .txt novels under the Austen titles, each line unique (its novel and number)."""
+    from tokenmix.data.austen import AUSTEN_NOVELS
+
+    folder = tmp_path / "novels"
+    folder.mkdir()
+    for title in AUSTEN_NOVELS.values():
+        word = title.lower().replace(" ", "")[:5]
+        lines = [f"[{word}:{i:05d}] said the {word} to it." for i in range(400)]
+        (folder / f"{title}.txt").write_text("\n".join(lines), encoding="utf-8")
+    return folder

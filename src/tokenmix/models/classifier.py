@@ -93,13 +93,21 @@ class SequenceClassifier(nn.Module):
         self.blocks = build_blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=False,
                               max_len=slots, ffn_dim=ffn_dim, dropout=dropout)
         self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, num_classes)
+        self.head = self._make_head(dim, num_classes)
         if init_std is not None:
             normal_init_(self, init_std)
 
+    def _make_head(self, dim: int, num_classes: int) -> nn.Module:
+        """The classifier on the pooled representation: one linear layer."""
+        return nn.Linear(dim, num_classes)
+
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """``ids`` (B, N) integer, ``mask`` (B, N) bool or None -> logits (B, num_classes)."""
-        owner = "SequenceClassifier"
+        return self.head(self.encode(ids, mask))
+
+    def encode(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The pooled representation (B, dim) the head classifies: ``ids`` (B, N), ``mask`` (B, N) or None."""
+        owner = type(self).__name__
         ids = check_ids(ids, self.vocab_size, self.max_len, owner)
         if mask is not None:
             mask = check_mask(mask, ids, owner)
@@ -124,4 +132,4 @@ class SequenceClassifier(nn.Module):
         else:
             weights = mask.to(x.dtype)[..., None]
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        return self.head(pooled)
+        return pooled

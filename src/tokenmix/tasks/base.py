@@ -157,6 +157,9 @@ class Task:
     # Model settings a preset implies (e.g. the "lm" task's "paper" preset: init_std 0.01); build_model's
     # own arguments override them.
     model_defaults: dict[str, Any] = {}
+    # True where an example is a pair of documents side by side (ids (B, 2 max_len)): build_model then builds the
+    # two-tower DualEncoderClassifier (LRA's Retrieval)
+    pair_input: ClassVar[bool] = False
     data_source: ClassVar[DataSource | None]  # where the data are (tokenmix data); None: generated; each task sets it
     stated_shape: ClassVar[Callable[..., TaskShape | None] | None] = None
 
@@ -220,7 +223,7 @@ class Task:
         overrides the protocol's and the preset's (``model_defaults``). ``model_options`` are further
         keyword arguments of the model class (``ffn_dim``, ``dropout``, ``positional``, ``pooling``, ...);
         one the model does not take raises ``ValueError``."""
-        from ..models import CausalLM, ContextualizerClassifier, RelationNet, SequenceClassifier, ViT
+        from ..models import CausalLM, ContextualizerClassifier, DualEncoderClassifier, RelationNet, SequenceClassifier, ViT
 
         kind = self.info.kind
         if protocol not in MODEL_PROTOCOLS:
@@ -237,6 +240,9 @@ class Task:
         if settings["mixer"] is not None and mixer != settings["mixer"]:
             self._fail(f"protocol {protocol!r} is the {settings['mixer'].capitalize()}'s own network; "
                        f"got mixer {mixer!r}")
+        if self.pair_input and settings["network"] is not None:
+            self._fail(f"protocol {protocol!r} builds a {settings['network']}, which reads one document; this task "
+                       f"gives a pair (protocol 'default' builds the two-tower DualEncoderClassifier)")
         if settings["network"] == "RelationNet":
             return _construct(RelationNet, self, options, self.vocab_size, self.num_classes, mixer, dim,
                               max_len=self.max_len, num_heads=num_heads, mixer_options=mixer_options)
@@ -245,7 +251,8 @@ class Task:
                               max_len=self.max_len, mixer_options=mixer_options)
         if kind == "classification":
             options.setdefault("pooling", "mean")
-            return _construct(SequenceClassifier, self, options, self.vocab_size, self.num_classes, mixer, dim,
+            network = DualEncoderClassifier if self.pair_input else SequenceClassifier
+            return _construct(network, self, options, self.vocab_size, self.num_classes, mixer, dim,
                               depth, num_heads=num_heads, max_len=self.max_len, mixer_options=mixer_options)
         if kind == "language_model":
             return _construct(CausalLM, self, options, self.vocab_size, mixer, dim, depth, self.max_len,
@@ -321,6 +328,7 @@ class PlannedTask(Task):
         self.sizes = dict(shape.sizes)
         self.num_classes, self.vocab_size, self.max_len = shape.num_classes, shape.vocab_size, shape.max_len
         self.pad_id, self.image_shape = shape.pad_id, shape.image_shape
+        self.pair_input = task_class.pair_input
         self.model_defaults = dict(shape.model_defaults)
         self.splits = {}
 

@@ -27,7 +27,7 @@ from ..validate import is_positive_int
 from .austen import FRACTIONS
 from .base import Split, Task, TaskShape, register_task
 
-__all__ = ["LRATextTask", "PRESETS", "CLASSES"]
+__all__ = ["LRATextTask", "ByteDocuments", "PRESETS", "CLASSES"]
 
 PRESETS = {
     "quick": {"min_bytes": 1000, "max_bytes": 2000, "train_size": 2000, "val_size": 400, "test_size": 400},
@@ -37,16 +37,54 @@ CLASSES = ("published 1811-1814", "published 1815-1817")  # the first three nove
 PAD_ID = 0
 
 
+class ByteDocuments:
+    """The options, checks and stated shape shared by the LRA byte-document tasks (``lra_text``,
+    ``lra_retrieval``): ``preset`` (from the class's ``PRESETS``), ``seed``, ``min_bytes`` and ``max_bytes``
+    (document lengths, uniform; padded to ``max_bytes``), even split sizes, ``source``."""
+
+    PRESETS: dict[str, dict[str, int]]
+
+    @classmethod
+    def _config(cls, preset: str, seed: int, min_bytes: int | None, max_bytes: int | None,
+                train_size: int | None, val_size: int | None, test_size: int | None) -> dict[str, int]:
+        if preset not in cls.PRESETS:
+            cls._fail(f"unknown preset {preset!r}; presets: {', '.join(cls.PRESETS)}")
+        given = dict(min_bytes=min_bytes, max_bytes=max_bytes, train_size=train_size, val_size=val_size,
+                     test_size=test_size)
+        cfg = {k: (cls.PRESETS[preset][k] if v is None else v) for k, v in given.items()}
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            cls._fail(f"seed must be an int >= 0, got {seed!r}")
+        for name, value in cfg.items():
+            if not is_positive_int(value):
+                cls._fail(f"{name} must be a positive int, got {value!r}")
+        if cfg["min_bytes"] > cfg["max_bytes"]:
+            cls._fail(f"min_bytes ({cfg['min_bytes']}) must be <= max_bytes ({cfg['max_bytes']})")
+        for name in ("train_size", "val_size", "test_size"):
+            if cfg[name] % 2:
+                cls._fail(f"{name} must be even (the two classes balanced), got {cfg[name]}")
+        return cfg
+
+    @classmethod
+    def stated_shape(cls, preset: str = "quick", seed: int = 0, min_bytes: int | None = None,
+                     max_bytes: int | None = None, train_size: int | None = None, val_size: int | None = None,
+                     test_size: int | None = None, source: str | Path | None = None) -> TaskShape:
+        """The shape from the options alone (see :class:`~tokenmix.tasks.base.Task`)."""
+        cfg = cls._config(preset, seed, min_bytes, max_bytes, train_size, val_size, test_size)
+        return TaskShape({s: cfg[f"{s}_size"] for s in ("train", "val", "test")}, num_classes=2, vocab_size=257,
+                         max_len=cfg["max_bytes"], pad_id=PAD_ID)
+
+
 @register_task("lra_text", description="LRA Text at its lengths: 1,000-4,000-byte Austen passages, first three "
                                        "novels published or last three (binary), byte tokens",
                kind="classification", metric="accuracy",
                source="Tay et al. (2021) Long Range Arena (Text); Debian r-cran-janeaustenr for the text",
                seed_draws="the documents of every split, test included (each split's region of the novels is fixed)")
-class LRATextTask(Task):
+class LRATextTask(ByteDocuments, Task):
     """Options (``None`` = from ``preset``): ``min_bytes``, ``max_bytes`` (document lengths, uniform; padded to
     ``max_bytes``), ``train_size``, ``val_size``, ``test_size``, ``source`` (as the ``austen`` task). See the
     module docstring."""
 
+    PRESETS = PRESETS
     data_source = AUSTEN_SOURCE
     num_classes = 2
     vocab_size = 257
@@ -85,32 +123,3 @@ class LRATextTask(Task):
             self.spans[split] = [spans[i] for i in order.tolist()]
             self.splits[split] = Split(labels=torch.from_numpy(labels)[order].long(), ids=ids[order],
                                        lengths=torch.from_numpy(lengths)[order].long())
-
-    @classmethod
-    def _config(cls, preset: str, seed: int, min_bytes: int | None, max_bytes: int | None,
-                train_size: int | None, val_size: int | None, test_size: int | None) -> dict[str, int]:
-        if preset not in PRESETS:
-            cls._fail(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-        given = dict(min_bytes=min_bytes, max_bytes=max_bytes, train_size=train_size, val_size=val_size,
-                     test_size=test_size)
-        cfg = {k: (PRESETS[preset][k] if v is None else v) for k, v in given.items()}
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            cls._fail(f"seed must be an int >= 0, got {seed!r}")
-        for name, value in cfg.items():
-            if not is_positive_int(value):
-                cls._fail(f"{name} must be a positive int, got {value!r}")
-        if cfg["min_bytes"] > cfg["max_bytes"]:
-            cls._fail(f"min_bytes ({cfg['min_bytes']}) must be <= max_bytes ({cfg['max_bytes']})")
-        for name in ("train_size", "val_size", "test_size"):
-            if cfg[name] % 2:
-                cls._fail(f"{name} must be even (the two classes balanced), got {cfg[name]}")
-        return cfg
-
-    @classmethod
-    def stated_shape(cls, preset: str = "quick", seed: int = 0, min_bytes: int | None = None,
-                     max_bytes: int | None = None, train_size: int | None = None, val_size: int | None = None,
-                     test_size: int | None = None, source: str | Path | None = None) -> TaskShape:
-        """The shape from the options alone (see :class:`~tokenmix.tasks.base.Task`)."""
-        cfg = cls._config(preset, seed, min_bytes, max_bytes, train_size, val_size, test_size)
-        return TaskShape({s: cfg[f"{s}_size"] for s in ("train", "val", "test")}, num_classes=2, vocab_size=257,
-                         max_len=cfg["max_bytes"], pad_id=PAD_ID)
