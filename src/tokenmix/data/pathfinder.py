@@ -26,6 +26,7 @@ seeded random order), so a seed fixes the data set; :func:`pathfinder_arrays` ca
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -166,7 +167,8 @@ def draw_pair(rng: np.random.Generator, config: PathfinderConfig) -> tuple[Examp
 def generate(count: int, seed: int, config: PathfinderConfig = PathfinderConfig(),
              progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``count`` images (count, size, size) uint8 and their labels (1 = positive) from ``seed``: ``count // 2``
-    positives and as many negatives drawn in pairs (``count`` even), in a seeded random order."""
+    positives and as many negatives drawn in pairs (``count`` even), in a seeded random order. ``progress``: a
+    bar on stderr (None: only when stderr is a terminal)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 2 or count % 2:
         raise ValueError(f"pathfinder: count must be an even int >= 2, got {count!r}")
     from tqdm.auto import tqdm
@@ -174,8 +176,8 @@ def generate(count: int, seed: int, config: PathfinderConfig = PathfinderConfig(
     rng = np.random.default_rng(seed)
     images = np.empty((count, config.size, config.size), dtype=np.uint8)
     labels = np.empty(count, dtype=np.int64)
-    with tqdm(total=count, desc="pathfinder images", unit="img", disable=progress is False,
-              leave=False) as bar:
+    quiet = progress is False or (progress is None and not sys.stderr.isatty())
+    with tqdm(total=count, desc="pathfinder images", unit="img", disable=quiet, leave=False) as bar:
         for i in range(0, count, 2):
             (images[i], _), (images[i + 1], _) = draw_pair(rng, config)
             labels[i], labels[i + 1] = 1, 0
