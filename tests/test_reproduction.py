@@ -291,6 +291,26 @@ def test_000_clear_win_holds_with_table_and_plot(tmp_path):
     assert "**Not run yet.**" in section(out.read_text(), "Chen (2023)")
 
 
+def test_the_other_targets_judge_the_same_seeds_as_the_claim(tmp_path):
+    """A time-to-target claim judged only on the runs after its last change (seeds 7-13) is judged on those runs
+    at the targets beside too, not on every seed."""
+    from tokenmix.report.document import _found, load_studies
+    from tokenmix.report.sections import judge_study, other_targets
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_000(data, relation_steps=[0.010 + 0.001 * r for r in range(10)])
+    study = next(s for s in load_studies(EXPERIMENTS) if s.name == "000-time-to-accuracy")
+    found = _found(study, data)
+    text = "Relation reaches the target before softmax attention"
+    outcomes = judge_study(study, found, {text: frozenset(range(7))})
+    assert sorted(next(o for o in outcomes if o.claim.text == text).a.keys) == list(range(7, 14))
+    lines = other_targets(study, found, outcomes)
+    assert lines and all("relation reached it in 7 of 7, softmax reached it in 0 of 7 seeds." in line for line in lines)
+    everyone = other_targets(study, found, judge_study(study, found))
+    assert all("relation reached it in 13 of 13" in line for line in everyone)  # all but the pilot's seed 0
+
+
 def test_000_clear_loss_does_not_hold_and_overlap_is_inconclusive(tmp_path):
     data = tmp_path / "data"
     data.mkdir()

@@ -179,18 +179,24 @@ def judge_study(study: Study, found: ExperimentData, looked: dict[str, frozenset
     return judge(study.claims, _samples(found, study, looked), floor, _unfinished(study, found, looked))
 
 
-def other_targets(study: Study, found: ExperimentData) -> list[str]:
+def other_targets(study: Study, found: ExperimentData, outcomes: list[Outcome] | None = None) -> list[str]:
     """The time-to-target claims judged again at each of ``[report] targets_beside`` (Holm over the file), one
-    line each, with how many seeds of each label reached that target."""
+    line each, with how many seeds of each label reached that target; on the same seeds as their ``outcomes`` at
+    the file's target (a claim judged only on the runs after its last change stays so here)."""
     import dataclasses
 
     lines = []
     claims = [c for c in study.claims if c.measure == "time_to_target_s"]
+    looked = {}
+    for o in outcomes or []:
+        judged = {k for sample in (o.a, o.b) if isinstance(sample, Values) for k in sample.keys}
+        if o.claim in claims and judged:
+            looked[o.claim.text] = frozenset(s for s in study.experiment.seeds if s not in judged)
     for target in study.experiment.report.get("targets_beside", []):
         if not claims or found.target is None:
             break
         moved = dataclasses.replace(found, target=float(target))
-        for o in judge_study(study, moved):
+        for o in judge_study(study, moved, looked):
             if o.claim.measure != "time_to_target_s":
                 continue
             reached = []
@@ -426,7 +432,7 @@ def claims_part(study: Study, found: ExperimentData, outcomes: list[Outcome], le
         lines += [f"The time-to-target claims leave out seed{'s' if len(chosen) > 1 else ''} "
                   f"{', '.join(map(str, chosen))}: its runs chose the target ({found.target:g}), so they cannot "
                   f"also test it. Judged again at other targets, over the file's claims:", "",
-                  *other_targets(study, found), ""]
+                  *other_targets(study, found, outcomes), ""]
     ties = tie_note(outcomes)
     return lines + ([ties, ""] if ties else []) + growth_table(found)
 
