@@ -414,3 +414,19 @@ def test_collect_results_copies_only_csvs(tmp_path):
 def test_collect_results_needs_a_finished_sweep(tmp_path, capsys):
     assert collect_results.main([str(tmp_path), str(tmp_path / "out")]) == 1
     assert "results.csv" in capsys.readouterr().err
+
+
+def test_the_locality_claim_is_judged_and_tabled_from_the_rows(tmp_path):
+    """001-kerformer-locality: the attention mass recorded per run goes into the experiment's table and decides
+    the claim (Kerformer clearly more local than without SE-K on every seed)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    name = "001-kerformer-locality"
+    rows = [_row(name, label, seed, locality=base + 0.001 * seed)
+            for label, base in (("kerformer", 0.30), ("kerformer-noSEK", 0.10), ("softmax", 0.20))
+            for seed in range(7)]
+    write_rows(data, name, rows)
+    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Gan et al. (2023)")
+    assert "| attention locality (test) |" in part and "| 0.303 ± 0.002 |" in part
+    line = _line(part, "| Kerformer's attention is more local with SE-K than without")
+    assert "kerformer vs kerformer-noSEK" in line and "**holds**" in line

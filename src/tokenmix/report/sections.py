@@ -232,6 +232,8 @@ def measured_table(study: Study, found: ExperimentData, metric: str) -> list[str
     head = ["label", "mixer", "seeds", "params", "plateaued", f"test {metric}", f"best val {metric}"]
     if "train_cost" in uses:
         head += [f"training cost ({cost_source(found.runs)})", "last window's training loss"]
+    if "locality" in uses:
+        head.append("attention locality (test)")
     if target is not None:
         head.append(f"steps to {target} ({k} in a row)")
         if harness:
@@ -250,6 +252,8 @@ def measured_table(study: Study, found: ExperimentData, metric: str) -> list[str
         if "train_cost" in uses:
             row.append(mean_sd_text([v for v in map(training_cost, mine) if v is not None]))
             row.append(mean_sd_text([v for v in map(last_window_loss, mine) if v is not None]))
+        if "locality" in uses:
+            row.append(mean_sd_text([float(r.row["locality"]) for r in mine if r.row.get("locality")]))
         if target is not None:
             steps = [steps_to_target(r, target, k, found.higher_is_better) for r in mine if r.history]
             row.append(mean_sd_text([math.inf if s is None else float(s) for s in steps]))
