@@ -77,7 +77,12 @@ def test_a_trained_models_locality_is_measured_on_its_test_split():
     torch.manual_seed(0)
     model = task.build_model("softmax", dim=16, depth=2, num_heads=2)
     config = TrainConfig.preset("quick", max_steps=4, eval_every=4, batch_size=16, locality_window=1, progress=False)
+    evaluated = []
+    evaluate = task.evaluate
+    task.evaluate = lambda m, split, batch: evaluated.append(split) or evaluate(m, split, batch)
     result = train(task, model, config)
+    assert evaluated.count("test") == 1  # measured in the test pass itself, not in a second one
+    task.evaluate = evaluate
     again = attention_locality(model, task, "test", 1, 16)
     assert result.locality is not None and 0 < result.locality < 1 and result.locality == pytest.approx(again)
     assert attention_locality(model, task, "test", task.max_len, 16) == pytest.approx(1.0)  # the whole row

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -118,17 +117,12 @@ def judged_without(config: str | None, name: str, results: str | None) -> dict[s
     already recorded in ``results`` (default docs/reproduction) when its test or the seeds list last changed,
     from git history (:func:`tokenmix.report.prereg.registrations`); empty outside a git checkout or without
     recorded rows."""
-    from ..report.prereg import registrations
+    from ..report.prereg import looked_in_git, registrations_in_git
 
     csv = Path(results or "docs/reproduction") / f"{name}.csv"
     if not config or not csv.exists():
         return {}
-    repo = Path(config).resolve().parent
-    top = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if top.returncode != 0:
-        return {}
-    found = registrations(Path(top.stdout.strip()), str(Path(config).resolve()), str(csv.resolve()))
-    return {text: r.looked for text, r in found.items() if r.preregistered is False and r.looked}
+    return looked_in_git(registrations_in_git(config, csv))
 
 
 def run(args: argparse.Namespace) -> None:

@@ -21,7 +21,7 @@ from ..training.build import planned_steps_per_epoch
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .ledger import NOT_HERE, PARTLY, TESTED, coverage, ledger_section
 from .measures import ExperimentData, load_data
-from .prereg import registration_note, registrations
+from .prereg import looked_in_git, registration_note, registrations_in_git
 from .notes import not_pooled_note, provenance_note
 from .sections import (Study, harness_command, harness_only, harness_section, judge_study, measured_section,
                        run_here)
@@ -134,7 +134,7 @@ def judged(study: Study, data: Path, experiments: Path) -> tuple[ExperimentData,
     if not found.runs and not (found.runs is None and found.harness and any(c.harness for c in study.claims)):
         return found, None
     registered = _registrations(study, data, experiments)
-    looked = {text: r.looked for text, r in registered.items() if r.preregistered is False and r.looked}
+    looked = looked_in_git(registered)
     outcomes = judge_study(study, found, looked)
     for o in outcomes:
         r = registered.get(o.claim.text)
@@ -147,16 +147,7 @@ def judged(study: Study, data: Path, experiments: Path) -> tuple[ExperimentData,
 
 
 def _registrations(study: Study, data: Path, experiments: Path) -> dict:
-    import subprocess
-
-    top = subprocess.run(["git", "-C", str(data), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if top.returncode != 0:
-        return {}
-    file = (Path(experiments) / Path(study.file).name).resolve()
-    try:
-        return registrations(Path(top.stdout.strip()), str(file), str((data / f"{study.name}.csv").resolve()))
-    except ValueError:  # the files are not under that checkout
-        return {}
+    return registrations_in_git(Path(experiments) / Path(study.file).name, data / f"{study.name}.csv")
 
 
 def one_family(all_outcomes: list[Outcome]) -> None:

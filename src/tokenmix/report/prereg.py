@@ -38,7 +38,7 @@ from typing import Any, Sequence
 from ..study.claims import HARNESS_MEASURES
 from ..training.schema import HARNESS_ROUNDS
 
-__all__ = ["Registration", "registrations", "registration_note", "WORKING_TREE"]
+__all__ = ["Registration", "registrations", "registrations_in_git", "looked_in_git", "registration_note", "WORKING_TREE"]
 
 WORKING_TREE = "uncommitted"  # fixed_at / first_rows_at of a state that only the working tree holds
 _SLOPES = ("time_slope", "memory_slope")
@@ -409,6 +409,25 @@ def registrations(repo: Path, experiment_file: str, results_csv: str,
     parsed = [_claims(s.doc) for s in states]
     current = next((p for p in reversed(parsed) if p is not None), None) or {}
     return {text: _registration(text, states, parsed) for text in current}
+
+
+def registrations_in_git(experiment_file: Path | str, results_csv: Path | str) -> dict[str, Registration]:
+    """:func:`registrations` for an experiment file and its results CSV wherever they are: the checkout is the
+    one that holds the results; ``{}`` outside a git checkout or when the two are not under the same one."""
+    results_csv = Path(results_csv).resolve()
+    top = _git(results_csv.parent if results_csv.parent.exists() else Path.cwd(), "rev-parse", "--show-toplevel")
+    if top is None:
+        return {}
+    try:
+        return registrations(Path(top.decode().strip()), str(Path(experiment_file).resolve()), str(results_csv))
+    except ValueError:  # not under that checkout
+        return {}
+
+
+def looked_in_git(found: dict[str, Registration]) -> dict[str, frozenset]:
+    """Per claim that was not pre-registered, the seeds (harness rounds) already recorded when its test or the
+    seeds list last changed: its verdict leaves them out."""
+    return {text: r.looked for text, r in found.items() if r.preregistered is False and r.looked}
 
 
 def _at(where: str) -> str:

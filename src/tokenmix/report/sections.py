@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..study.claims import SLOPES, Claim, PaperText
 from ..study.power import planned_floor
-from ..training.power import judged_on
+from ..training.power import judged_on, left_out_seeds
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
 from .notes import growth_table, not_pooled_note, provenance_note, tie_note
@@ -118,25 +118,10 @@ def _without(values: Values | None, seeds: set[int]) -> Values | None:
     return Values(values.unit, tuple(k for k, _ in kept), tuple(v for _, v in kept))
 
 
-def chosen_on(study: "Study", claim: Claim) -> set[int]:
-    """The seeds a time-to-target claim leaves out: those whose runs chose the target ([report]
-    target_chosen_on)."""
-    if claim.measure != "time_to_target_s":
-        return set()
-    return set(study.experiment.report.get("target_chosen_on", []))
-
-
-def left_out(study: "Study", claim: Claim, looked: dict[str, frozenset] | None) -> set[int]:
-    """The seeds (harness claims: rounds) a claim is not judged on: the pilot's (:func:`chosen_on`), and those
-    already in when its test or seeds last changed (``looked``, from git history: only the runs after the last
-    change judge a claim that was not pre-registered)."""
-    return chosen_on(study, claim) | set((looked or {}).get(claim.text, ()))
-
-
 def _samples(found: ExperimentData, study: "Study | None" = None, looked: dict[str, frozenset] | None = None):
     def samples(claim: Claim):
         a, why_a = found.values(claim.a, claim)
-        left = left_out(study, claim, looked) if study is not None else set()
+        left = left_out_seeds(study.experiment, claim, looked) if study is not None else set()
         a = _without(a, left)
         if claim.b == "chance":
             b, why_b = found.chance, "" if found.chance is not None else f"no `{found.name}-chance.csv`"
@@ -160,7 +145,7 @@ def _unfinished(study: Study, found: ExperimentData, looked: dict[str, frozenset
     def unfinished(claim: Claim) -> str:
         if claim.harness:
             return ""
-        seeds = [s for s in planned if s not in left_out(study, claim, looked)]
+        seeds = [s for s in planned if s not in left_out_seeds(study.experiment, claim, looked)]
         counts = {label: found.seeds_in(label, seeds) for label in (claim.a, claim.b_label) if label}
         short = ", ".join(f"{label} {n}" for label, n in counts.items() if n < len(seeds))
         if not short:
@@ -176,7 +161,10 @@ def judge_study(study: Study, found: ExperimentData, looked: dict[str, frozenset
     def floor(claim: Claim) -> float:
         return planned_floor(claim, *judged_on(study.experiment, claim, looked))
 
-    return judge(study.claims, _samples(found, study, looked), floor, _unfinished(study, found, looked))
+    outcomes = judge(study.claims, _samples(found, study, looked), floor, _unfinished(study, found, looked))
+    for o in outcomes:
+        o.left_out = frozenset(left_out_seeds(study.experiment, o.claim, looked))
+    return outcomes
 
 
 def other_targets(study: Study, found: ExperimentData, outcomes: list[Outcome] | None = None) -> list[str]:
@@ -187,11 +175,7 @@ def other_targets(study: Study, found: ExperimentData, outcomes: list[Outcome] |
 
     lines = []
     claims = [c for c in study.claims if c.measure == "time_to_target_s"]
-    looked = {}
-    for o in outcomes or []:
-        judged = {k for sample in (o.a, o.b) if isinstance(sample, Values) for k in sample.keys}
-        if o.claim in claims and judged:
-            looked[o.claim.text] = frozenset(s for s in study.experiment.seeds if s not in judged)
+    looked = {o.claim.text: o.left_out for o in outcomes or [] if o.claim in claims}
     for target in study.experiment.report.get("targets_beside", []):
         if not claims or found.target is None:
             break

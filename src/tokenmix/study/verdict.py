@@ -110,6 +110,7 @@ class Outcome:
     file_verdict: str = ""  # the verdict with Holm over the claim's experiment file alone
     legacy: str = ""  # the verdict by the rule before issue 32 (per-file Holm on the smallest p)
     registration: str = ""  # whether the claim's test was fixed before its data (from git history), one line
+    left_out: frozenset = frozenset()  # the seeds (harness claims: rounds) it is not judged on (training.power)
 
     @property
     def margin(self) -> float | None:

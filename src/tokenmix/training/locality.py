@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
 
-__all__ = ["local_mass", "attention_locality"]
+__all__ = ["local_mass", "LocalityMeter", "attention_locality"]
 
 
 def local_mass(weights: Tensor, window: int) -> Tensor:
@@ -32,31 +32,50 @@ def _shows_its_matrix(module: nn.Module) -> bool:
     return isinstance(module, QKVMixer) and type(module)._attention_weights is not QKVMixer._attention_weights
 
 
+class LocalityMeter:
+    """While active (``with``), every forward of ``model``'s attention layers that show their matrix adds the
+    :func:`local_mass` of its real queries, per head; :attr:`value` is their mean (None when no layer shows one
+    or nothing ran). Wrap the test evaluation in it to measure locality in the same pass as the test metric."""
+
+    def __init__(self, model: nn.Module, window: int) -> None:
+        self.layers = [m for m in model.modules() if _shows_its_matrix(m)]
+        self.window = window
+        self.total, self.count = 0.0, 0
+        self._hooks: list[Any] = []
+
+    def _measure(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        x = args[0]
+        mask = args[1] if len(args) > 1 else kwargs.get("mask")
+        with torch.no_grad():
+            mass = local_mass(module.attention_weights(x, mask), self.window)  # (B, H, N)
+        if mask is not None:
+            mass = mass * mask[:, None, :]
+            self.count += int(mask.sum()) * mass.shape[1]
+        else:
+            self.count += mass.numel()
+        self.total += float(mass.sum())
+
+    def __enter__(self) -> "LocalityMeter":
+        self._hooks = [layer.register_forward_pre_hook(self._measure, with_kwargs=True) for layer in self.layers]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+
+    @property
+    def value(self) -> float | None:
+        return self.total / self.count if self.layers and self.count else None
+
+
 def attention_locality(model: nn.Module, task: Any, split: str, window: int, batch_size: int) -> float | None:
     """The mean :func:`local_mass` over the attention layers of ``model`` that show their matrix, their heads and
     the real queries of ``split`` of ``task`` (the model run by ``task.evaluate``, in eval mode, no gradients);
-    None when no layer shows one."""
-    layers = [m for m in model.modules() if _shows_its_matrix(m)]
-    if not layers:
+    None when no layer shows one. Training measures it in its test pass (:class:`LocalityMeter`)."""
+    meter = LocalityMeter(model, window)
+    if not meter.layers:
         return None
-    total, count = [0.0], [0]
-
-    def measure(module: nn.Module, args: tuple, kwargs: dict) -> None:
-        x = args[0]
-        mask = args[1] if len(args) > 1 else kwargs.get("mask")
-        mass = local_mass(module.attention_weights(x, mask), window)  # (B, H, N)
-        if mask is not None:
-            mass = mass * mask[:, None, :]
-            count[0] += int(mask.sum()) * mass.shape[1]
-        else:
-            count[0] += mass.numel()
-        total[0] += float(mass.sum())
-
-    hooks = [layer.register_forward_pre_hook(measure, with_kwargs=True) for layer in layers]
-    try:
-        with torch.no_grad():
-            task.evaluate(model, split, batch_size)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return total[0] / count[0] if count[0] else None
+    with meter, torch.no_grad():
+        task.evaluate(model, split, batch_size)
+    return meter.value

@@ -90,7 +90,7 @@ from ..tasks.base import Task
 from .batches import count_tokens, remaining_batches, shard
 from .checkpoint import Checkpointer, gather_rng_states, restore_rng_states
 from .config import EvalRecord, TrainConfig, TrainResult
-from .locality import attention_locality
+from .locality import LocalityMeter
 from .reporting import Reporter
 from .setup import PeakMemory, RunPlan, make_optimizer, plan_run, wrap_ddp
 
@@ -377,13 +377,13 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
         model.load_state_dict(best_weights)
     elif ckpt is not None and loop.best_metric is not None:
         ckpt.read_best(model, plan.device)
-    test_metric = None
+    test_metric, locality = None, None
     if "test" in task.splits and len(task.splits["test"]) > 0:
-        test_metric = float(_evaluate(task, model, "test", config.eval_batch_size, plan, ctx)[task.info.metric])
-    locality = None
-    if config.locality_window is not None and plan.is_main and "test" in task.splits:
-        with ctx:
-            locality = attention_locality(model, task, "test", config.locality_window, config.eval_batch_size)
+        # the locality (when asked) is measured in the same pass as the test metric: hooks on the attention layers
+        meter = LocalityMeter(model, config.locality_window if config.locality_window is not None else 0)
+        with meter if config.locality_window is not None else contextlib.nullcontext():
+            test_metric = float(_evaluate(task, model, "test", config.eval_batch_size, plan, ctx)[task.info.metric])
+        locality = meter.value if config.locality_window is not None else None
     if plan.distributed:
         dist.barrier()
     result = _result(task, model, plan, loop, test_metric, peak_mem_mb)

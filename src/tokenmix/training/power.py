@@ -19,20 +19,24 @@ from ..study.power import ALPHA, holm, planned_floor
 if TYPE_CHECKING:
     from .experiment import Experiment
 
-__all__ = ["attainable", "attainable_in_family", "attainable_lines"]
+__all__ = ["attainable", "attainable_in_family", "attainable_lines", "judged_on", "left_out_seeds"]
+
+
+def left_out_seeds(experiment: "Experiment", claim: Claim, looked: dict[str, frozenset] | None = None) -> set[int]:
+    """The seeds (harness claims: rounds) ``claim`` is not judged on: those whose runs chose a time-to-target
+    claim's target (``[report] target_chosen_on``), and ``looked[claim text]`` (those already in when its test or
+    the seeds list last changed: git history, :func:`tokenmix.report.prereg.looked_in_git`)."""
+    chosen = set(experiment.report.get("target_chosen_on", [])) if claim.measure == "time_to_target_s" else set()
+    return chosen | set((looked or {}).get(claim.text, ()))
 
 
 def judged_on(experiment: "Experiment", claim: Claim, left_out: dict[str, frozenset] | None = None,
               rounds: int | None = None) -> tuple[int, int]:
     """(seeds, harness rounds) ``claim`` is judged on, as the report counts them: the file's seeds (``rounds``,
-    default the file's ``[report] harness_rounds``) without those that chose a time-to-target claim's target
-    (``[report] target_chosen_on``) and without ``left_out[claim text]`` (the seeds, or rounds, already in when
-    its test or the seeds list last changed: git history, :func:`tokenmix.report.prereg.registrations`); at
-    least one of each."""
+    default the file's ``[report] harness_rounds``) without :func:`left_out_seeds`; at least one of each."""
     rounds = experiment.report["harness_rounds"] if rounds is None else rounds
     looked = set((left_out or {}).get(claim.text, ()))
-    chosen = set(experiment.report.get("target_chosen_on", [])) if claim.measure == "time_to_target_s" else set()
-    seeds = len([s for s in experiment.seeds if s not in looked | chosen])
+    seeds = len([s for s in experiment.seeds if s not in left_out_seeds(experiment, claim, left_out)])
     return max(seeds, 1), max(rounds - len(looked), 1)
 
 
