@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
 from ..registry import MixerInfo, create_mixer, mixer_info
+from .hf import is_hf_model, replace_hf_attention
 
 __all__ = ["MixerAttention", "replace_attention", "PROJECTIONS_COPIED"]
 
@@ -173,7 +174,10 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
     Args:
         model: any module holding ``nn.MultiheadAttention`` children (``nn.TransformerEncoder``,
             ``nn.Transformer``, a model of one's own). The cross-attention of ``nn.TransformerDecoderLayer`` is
-            left as it is.
+            left as it is. A Hugging Face ``transformers`` model (5.x) goes to
+            :func:`tokenmix.models.hf.replace_hf_attention`: its own projections stay, the Q/K/V mechanism's rule
+            replaces softmax in each self-attention module, causal where the module is (``causal`` and
+            ``copy_weights`` do not apply and raise).
         name: a registered sequence mechanism (``tokenmix.list_mixers()``; vision mixers need a 2-D grid that the
             call does not carry, and ``average`` brings its own residual and LayerNorm, so both raise).
         causal: create the mixers causal (for models called with a causal mask); a function of the module's
@@ -194,6 +198,13 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
     if isinstance(model, nn.MultiheadAttention):
         raise ValueError("replace_attention: pass the model that holds the nn.MultiheadAttention, not the module "
                          "itself (it is replaced in its parent)")
+    if is_hf_model(model):
+        if causal is not False or copy_weights:
+            raise ValueError("replace_attention: in a Hugging Face model each attention module's own is_causal decides "
+                             "causality and its own projections stay in use: causal= and copy_weights= do not apply")
+        _checked_mechanism(name)
+        return replace_hf_attention(model, name, max_len=max_len, ignore_dropout=ignore_dropout, filter=filter,
+                                    options=options)
     info = _checked_mechanism(name)
     adapters: dict[int, MixerAttention] = {}
     left: list[str] = []  # the nn.MultiheadAttention modules left as they are, and why: for the error below

@@ -1,0 +1,286 @@
+"""A tokenmix mechanism in place of the attention rule of a Hugging Face ``transformers`` model.
+
+Models of ``transformers`` (5.x) compute their queries, keys and values themselves (with their own rotary positions,
+grouped key/value heads and caches) and hand them to an attention function picked by name from the library's
+``AttentionInterface``. :func:`replace_hf_attention` registers one more such function, ``"tokenmix"``, and gives each
+self-attention module of the model a :class:`HFMechanism`: the per-head rule of a Q/K/V mechanism (``softmax``,
+``linear``, ``performer``, ``cosformer``, ``kerformer``, ``efficient``, ``sparse_strided``, ``sparse_fixed``) applied
+to the model's own Q, K and V. The model's projections and weights stay as they were, so a pretrained model keeps
+them; the mechanism adds only its own parameters (SE-K's, for instance), registered under
+``<module path>.tokenmix``.
+
+What the function does with what the model passes:
+
+* the mask: the model's masks are made by ``"tokenmix"``'s mask function, which keeps the 2-D padding mask (True =
+  real token) and refuses every pattern other than causal or bidirectional attention over the real tokens (sliding
+  windows, chunks, packed sequences, image-token overlays): a mechanism has its own pattern and cannot take another.
+  Causal or not is the module's (``is_causal``), as for the library's own functions; a mechanism created the other
+  way raises. Outputs at padded positions are zero.
+* a key/value cache (``generate``): the new queries are placed at the last positions of the keys and the causal
+  mechanism computes them over the whole cached prefix, exactly what a call without the cache computes for them;
+  a bidirectional mechanism with a cache raises.
+* grouped key/value heads (Llama's ``num_key_value_heads``) are repeated to the query heads, as the eager function
+  does; ``scaling`` must be ``1/sqrt(head_dim)`` (the mechanisms' own); ``sliding_window``, ``softcap`` and attention
+  sinks raise; attention dropout goes to a mechanism with an ``attn_dropout`` option, and for any other one
+  :func:`replace_hf_attention` raises unless ``ignore_dropout=True``.
+* modules left as they are (cross-attention, or not accepted by ``filter``) compute PyTorch's scaled dot-product
+  attention with the same masks made explicit, so they compute what they did before.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..mixers.base import QKVMixer
+from ..registry import create_mixer, mixer_info
+
+__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "ATTENTION_NAME"]
+
+ATTENTION_NAME = "tokenmix"
+_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
+_REFUSED_KWARGS = ("sliding_window", "softcap", "s_aux", "sinks")
+
+
+def is_hf_model(model: nn.Module) -> bool:
+    """Whether ``model`` is a ``transformers.PreTrainedModel`` (False without ``transformers`` imported)."""
+    import sys
+
+    if "transformers" not in sys.modules:
+        return False
+    from transformers import PreTrainedModel
+
+    return isinstance(model, PreTrainedModel)
+
+
+class HFMechanism(nn.Module):
+    """The per-head rule of a Q/K/V mechanism, called by a ``transformers`` attention module with its own Q, K, V
+    (B, H, N, D); returns its output as ``(B, N, H, D)``, as the library's attention functions do. Built by
+    :func:`replace_hf_attention`; ``mixer`` is the mechanism without projections (its ``_attend`` only)."""
+
+    def __init__(self, mixer: QKVMixer, *, path: str, head_dim: int, ignore_dropout: bool) -> None:
+        super().__init__()
+        self.mixer = mixer
+        self.path = path
+        self.head_dim = head_dim
+        self.ignore_dropout = ignore_dropout
+
+    @property
+    def mixer_name(self) -> str:
+        return self.mixer.info.name
+
+    def extra_repr(self) -> str:
+        return f"{self.mixer_name!r} in place of the attention rule at {self.path!r}, causal={self.mixer.causal}"
+
+    def _fail(self, message: str) -> None:
+        raise ValueError(f"{self.path} ({self.mixer_name!r} in place of the attention rule): {message}")
+
+    def forward(self, module: nn.Module, query: Tensor, key: Tensor, value: Tensor, padding: Tensor | None,
+                scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, None]:
+        for name in _REFUSED_KWARGS:
+            if kwargs.get(name) is not None:
+                self._fail(f"the model passes {name}={kwargs[name]!r}, which a mechanism has no place for")
+        causal = kwargs.get("is_causal")
+        causal = bool(getattr(module, "is_causal", False) if causal is None else causal)
+        if causal != self.mixer.causal:
+            self._fail(f"the module is {'causal' if causal else 'bidirectional'}, the mechanism was created "
+                       f"{'causal' if self.mixer.causal else 'bidirectional'}")
+        if scaling is not None and abs(scaling * self.head_dim ** 0.5 - 1) > 1e-6:
+            self._fail(f"scaling {scaling} is not 1/sqrt(head_dim) = {self.head_dim ** -0.5:.6g}: the mechanism "
+                       f"has its own normalisation")
+        self._dropout(dropout)
+        key, value = (_repeat_heads(t, query.shape[1]) for t in (key, value))
+        q_len, kv_len = query.shape[2], key.shape[2]
+        mask = _real_tokens(padding, key)
+        if q_len != kv_len:  # a key/value cache: the new queries are the last positions
+            if not causal or q_len > kv_len:
+                self._fail(f"queries ({q_len}) and keys ({kv_len}) differ in length; only a causal mechanism "
+                           f"decodes with a key/value cache")
+            query = torch.cat([query.new_zeros(*query.shape[:2], kv_len - q_len, query.shape[3]), query], dim=2)
+        out = self.mixer._attend(query, key, value, mask)[:, :, kv_len - q_len:]
+        if mask is not None:
+            out = out.masked_fill(~mask[:, None, kv_len - q_len:, None], 0.0)
+        return out.transpose(1, 2).contiguous(), None
+
+    def _dropout(self, p: float) -> None:
+        if "attn_dropout" in self.mixer.info.options:
+            self.mixer.attn_dropout = float(p)  # the model passes its rate in training, 0 in evaluation
+        elif p and not self.ignore_dropout:
+            self._fail(f"the model applies attention dropout {p}, which {self.mixer_name!r} cannot apply; "
+                       f"replace_attention(..., ignore_dropout=True) drops it")
+
+
+def _repeat_heads(t: Tensor, heads: int) -> Tensor:
+    """Grouped key/value heads (B, H_kv, N, D) repeated to the query heads (B, H, N, D)."""
+    return t if t.shape[1] == heads else t.repeat_interleave(heads // t.shape[1], dim=1)
+
+
+def _real_tokens(padding: Tensor | None, key: Tensor) -> Tensor | None:
+    """The mask function's 2-D padding mask as the mechanism's (B, N_kv) bool mask; None when nothing is padded."""
+    if padding is None:
+        return None
+    mask = padding[:, -key.shape[2]:].to(device=key.device, dtype=torch.bool)
+    return None if bool(mask.all()) else mask
+
+
+def tokenmix_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+                       scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Tensor, Any]:
+    """The ``"tokenmix"`` entry of ``transformers``' AttentionInterface: the module's :class:`HFMechanism`, or for a
+    module left as it was, PyTorch's scaled dot-product attention with the padding and causal masks made explicit.
+    (``kwargs`` are the model's per-call extras; those that change the pattern raise in the mechanism.)"""
+    mechanism = getattr(module, "tokenmix", None)
+    if isinstance(mechanism, HFMechanism):
+        return mechanism(module, query, key, value, attention_mask, scaling, dropout, kwargs)
+    return _plain_attention(module, query, key, value, attention_mask, scaling, dropout, kwargs)
+
+
+def _plain_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, padding: Tensor | None,
+                     scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, None]:
+    key, value = (_repeat_heads(t, query.shape[1]) for t in (key, value))
+    q_len, kv_len = query.shape[2], key.shape[2]
+    causal = kwargs.get("is_causal")
+    causal = bool(getattr(module, "is_causal", False) if causal is None else causal) and q_len > 1
+    allowed = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device)
+    if causal:
+        allowed = allowed.tril(kv_len - q_len)
+    allowed = allowed[None, None]
+    if padding is not None:
+        allowed = allowed & padding[:, None, None, -kv_len:].to(device=query.device, dtype=torch.bool)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=scaling,
+                                         dropout_p=dropout if module.training else 0.0)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def padding_mask(batch_size: int, q_length: int | None = None, kv_length: int | None = None, q_offset: int = 0,
+                 kv_offset: int = 0, mask_function: Callable | None = None, attention_mask: Tensor | None = None,
+                 **kwargs: Any) -> Tensor | None:
+    """The ``"tokenmix"`` entry of ``transformers``' AttentionMaskInterface: the 2-D padding mask (True = real
+    token; None when there is none), for causal or bidirectional attention only; any other pattern raises.
+    (``kwargs`` are the mask interface's extras for other backends: dtype, device, config, ...)"""
+    from transformers.masking_utils import bidirectional_mask_function, causal_mask_function
+
+    if mask_function not in (causal_mask_function, bidirectional_mask_function):
+        name = getattr(mask_function, "__qualname__", repr(mask_function))
+        raise ValueError(f"replace_attention: the model asks for an attention pattern other than causal or "
+                         f"bidirectional over the real tokens ({name}: a sliding window, chunks, packed sequences "
+                         f"or an overlay), which a tokenmix mechanism cannot take")
+    if attention_mask is None:
+        return None
+    return attention_mask[:, -kv_length:] if kv_length is not None else attention_mask
+
+
+@functools.lru_cache(maxsize=None)
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(ATTENTION_NAME, tokenmix_attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, padding_mask)
+
+
+@functools.lru_cache(maxsize=None)
+def _calls_attention_interface(cls: type) -> bool:
+    try:
+        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+
+
+def _is_cross_attention(module: nn.Module) -> bool:
+    return bool(getattr(module, "is_cross_attention", False)) or "CrossAttention" in type(module).__name__
+
+
+def _head_dim(module: nn.Module, config: Any) -> int:
+    for name in ("head_dim", "attention_head_size"):
+        value = getattr(module, name, None)
+        if isinstance(value, int):
+            return value
+    return config.hidden_size // config.num_attention_heads
+
+
+def _longest(config: Any) -> int | None:
+    """The longest sequence the model takes: its position table, or a vision model's patches and class token."""
+    if isinstance(getattr(config, "max_position_embeddings", None), int):
+        return config.max_position_embeddings
+    image, patch = getattr(config, "image_size", None), getattr(config, "patch_size", None)
+    if isinstance(image, int) and isinstance(patch, int):
+        return (image // patch) ** 2 + 1
+    return None
+
+
+def _attention_dropout(config: Any) -> float:
+    return max(float(getattr(config, key, 0.0) or 0.0) for key in _DROPOUT_KEYS)
+
+
+def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ignore_dropout: bool,
+                         filter: Callable[[str], bool] | None, options: dict[str, Any]) -> int:
+    """:func:`tokenmix.replace_attention` for a ``transformers`` model: give every self-attention module that calls
+    the library's attention interface an :class:`HFMechanism` for ``name`` (causal where the module is), and switch
+    the model to the ``"tokenmix"`` attention and mask functions; return how many modules were given one."""
+    if mixer_info(name).spatial or not isinstance(create_mixer(name, 8, num_heads=1, max_len=64), QKVMixer):
+        raise ValueError(f"replace_attention: {name!r} is not a Q/K/V mechanism; in a Hugging Face model only the "
+                         f"attention rule between the model's own queries, keys and values is replaced (mechanisms: "
+                         f"{', '.join(_qkv_mechanisms())})")
+    info = mixer_info(name)
+    dropout = _attention_dropout(model.config)
+    if dropout > 0 and "attn_dropout" not in info.options and not ignore_dropout:
+        raise ValueError(f"replace_attention: the model has attention dropout {dropout}, which {name!r} cannot apply "
+                         f"(it has no attention weights to drop); pass ignore_dropout=True to replace it without")
+    replaced, left = 0, []
+    for path, module in list(model.named_modules()):
+        if not _calls_attention_interface(type(module)):
+            continue
+        if _is_cross_attention(module):
+            left.append(f"{path} (cross-attention, never replaced)")
+            continue
+        if filter is not None and not filter(path):
+            left.append(f"{path} (not accepted by filter=)")
+            continue
+        module.tokenmix = _mechanism(module, path, name, max_len or _longest(module.config), ignore_dropout, options)
+        replaced += 1
+    if not replaced:
+        raise ValueError(f"replace_attention: nothing replaced in the Hugging Face model ({type(model).__name__}): "
+                         + (f"every attention module is left out: {', '.join(left)}" if left else
+                            "none of its modules calls the library's attention interface (transformers 5 models do)"))
+    _register()
+    model.set_attn_implementation(ATTENTION_NAME)
+    return replaced
+
+
+def _mechanism(module: nn.Module, path: str, name: str, max_len: int | None, ignore_dropout: bool,
+               options: dict[str, Any]) -> HFMechanism:
+    config = module.config
+    heads = config.num_attention_heads
+    head_dim = _head_dim(module, config)
+    try:
+        mixer = create_mixer(name, heads * head_dim, num_heads=heads, causal=bool(getattr(module, "is_causal", False)),
+                             max_len=max_len, **options)
+    except (ValueError, TypeError, NotImplementedError) as error:
+        raise ValueError(f"replace_attention: {path}: {error}") from error
+    for projection in ("q_proj", "k_proj", "v_proj", "proj"):  # the model's own projections stay in use
+        setattr(mixer, projection, None)
+    weight = next((p for p in module.parameters()), None)
+    if weight is not None:
+        mixer.to(device=weight.device, dtype=weight.dtype)
+    return HFMechanism(mixer, path=path, head_dim=head_dim, ignore_dropout=ignore_dropout)
+
+
+def _qkv_mechanisms() -> list[str]:
+    from ..registry import list_mixers
+
+    names = []
+    for candidate in list_mixers():
+        if mixer_info(candidate).spatial:
+            continue
+        try:
+            if isinstance(create_mixer(candidate, 8, num_heads=1, max_len=64), QKVMixer):
+                names.append(candidate)
+        except (ValueError, TypeError, NotImplementedError):
+            continue
+    return names

@@ -1,0 +1,249 @@
+"""replace_attention on Hugging Face transformers models (tokenmix.models.hf): tiny models built from a config, no
+download. With softmax each family computes what it did (outputs and gradients, padded, causal, train and eval);
+every Q/K/V mechanism trains in each; causal ones leak nothing and decode with a cache as without; the rest is
+refused by name."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import tokenmix  # noqa: E402
+
+QKV = ["softmax", "linear", "performer", "cosformer", "kerformer", "efficient", "sparse_strided", "sparse_fixed"]
+CAUSAL_QKV = [name for name in QKV if name != "efficient"]
+VOCAB, N = 40, 10
+
+
+def _bert(**extra):
+    settings = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                    attention_probs_dropout_prob=0.0, hidden_dropout_prob=0.0, max_position_embeddings=64)
+    config = transformers.BertConfig(**{**settings, **extra})
+    return transformers.BertForSequenceClassification(config)
+
+
+def _roberta():
+    config = transformers.RobertaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=37, attention_probs_dropout_prob=0.0, hidden_dropout_prob=0.0,
+                                        max_position_embeddings=64, pad_token_id=1)
+    return transformers.RobertaForSequenceClassification(config)
+
+
+def _gpt2(**extra):
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, attn_pdrop=0.0,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0, **extra)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def _llama():
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=40, max_position_embeddings=64,
+                                      bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    return transformers.LlamaForCausalLM(config)
+
+
+def _vit():
+    config = transformers.ViTConfig(image_size=8, patch_size=2, num_channels=1, hidden_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, intermediate_size=37, num_labels=3,
+                                    attention_probs_dropout_prob=0.0, hidden_dropout_prob=0.0)
+    return transformers.ViTForImageClassification(config)
+
+
+FAMILIES = {"bert": _bert, "roberta": _roberta, "gpt2": _gpt2, "llama": _llama, "vit": _vit}
+CAUSAL = {"gpt2", "llama"}
+
+
+def _model(family: str, seed: int = 0):
+    torch.manual_seed(seed)
+    model = FAMILIES[family]()
+    model.set_attn_implementation("eager")
+    return model
+
+
+def _batch(family: str, seed: int = 1) -> tuple[dict, torch.Tensor | None]:
+    """Inputs and the real-token mask: right padding for the encoders and GPT-2, left padding for Llama."""
+    g = torch.Generator().manual_seed(seed)
+    if family == "vit":
+        return {"pixel_values": torch.randn(3, 1, 8, 8, generator=g)}, None
+    ids = torch.randint(2, VOCAB, (3, N), generator=g)
+    real = torch.ones(3, N, dtype=torch.bool)
+    real[1, 7:] = False
+    real[2, 4:] = False
+    if family == "llama":
+        real = real.flip(1)
+    return {"input_ids": ids, "attention_mask": real.long()}, real
+
+
+def _output(model, inputs):
+    out = model(**inputs)
+    return out.logits
+
+
+def _loss(model, inputs, real):
+    logits = _output(model, inputs)
+    if logits.dim() == 3:  # per token: only the real positions count
+        return (logits.square().sum(-1) * real).sum()
+    return logits.square().sum()
+
+
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_softmax_computes_what_the_model_computed(family, train):
+    original = _model(family)
+    swapped = copy.deepcopy(original)
+    assert tokenmix.replace_attention(swapped, "softmax") == 2
+    assert swapped.config._attn_implementation == "tokenmix"
+    inputs, real = _batch(family)
+    for model in (original, swapped):
+        model.train(train)
+    a, b = _output(original, inputs), _output(swapped, inputs)
+    if a.dim() == 3:
+        a, b = a[real], b[real]
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    _loss(original, inputs, real).backward()
+    _loss(swapped, inputs, real).backward()
+    grads = dict(swapped.named_parameters())
+    for name, p in original.named_parameters():
+        if p.grad is not None:
+            assert torch.allclose(p.grad, grads[name].grad, atol=1e-4), name
+
+
+@pytest.mark.parametrize("name", QKV)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_qkv_mechanism_trains_in_each_family(family, name):
+    model = _model(family)
+    if family in CAUSAL and name not in CAUSAL_QKV:
+        with pytest.raises(ValueError, match="self_attn|attn.*efficient|efficient.*causal"):
+            tokenmix.replace_attention(model, name)
+        return
+    tokenmix.replace_attention(model, name)
+    inputs, real = _batch(family)
+    if family in CAUSAL:
+        inputs["labels"] = inputs["input_ids"].masked_fill(~real, -100)
+    else:
+        inputs["labels"] = torch.tensor([0, 1, 2]) if family == "vit" else torch.tensor([0, 1, 1])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(6):
+        loss = model(**inputs).loss
+        assert torch.isfinite(loss)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("name", CAUSAL_QKV)
+@pytest.mark.parametrize("family", sorted(CAUSAL))
+def test_no_causal_leak(family, name):
+    model = _model(family)
+    tokenmix.replace_attention(model, name)
+    ids = torch.randint(2, VOCAB, (2, N))
+    embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+    t = 4
+    model(inputs_embeds=embeds).logits[:, t].sum().backward()
+    assert embeds.grad[:, t + 1:].abs().max() == 0  # exactly zero from every later input
+    assert embeds.grad[:, :t + 1].abs().max() > 0
+
+
+@pytest.mark.parametrize("name", QKV)
+def test_padding_content_does_not_change_real_positions(name):
+    model = _model("bert").eval()
+    tokenmix.replace_attention(model, name)
+    inputs, real = _batch("bert")
+    before = model.bert(**inputs).last_hidden_state
+    inputs["input_ids"] = inputs["input_ids"].masked_fill(~real, 3)
+    after = model.bert(**inputs).last_hidden_state
+    assert torch.allclose(before[real], after[real], atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear", "kerformer", "performer"])
+def test_decoding_with_a_cache_equals_recomputation(name):
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, name)
+    ids = torch.randint(2, VOCAB, (2, N))
+    full = model(ids).logits
+    out = model(ids[:, :6], use_cache=True)
+    cache, steps = out.past_key_values, [out.logits]
+    for i in range(6, N):
+        out = model(ids[:, i:i + 1], past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        steps.append(out.logits)
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    prompt = ids[:1, :4]
+    with_cache = model.generate(prompt, max_new_tokens=5, do_sample=False)
+    without = model.generate(prompt, max_new_tokens=5, do_sample=False, use_cache=False)
+    assert torch.equal(with_cache, without)
+
+
+def test_cross_attention_is_left_as_it_was():
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=37, attention_probs_dropout_prob=0.0, hidden_dropout_prob=0.0,
+                                     is_decoder=True, add_cross_attention=True)
+    original = transformers.BertModel(config)
+    original.set_attn_implementation("eager")
+    swapped = copy.deepcopy(original)
+    assert tokenmix.replace_attention(swapped, "softmax") == 1  # the self-attention only
+    ids, memory = torch.randint(2, VOCAB, (2, N)), torch.randn(2, 5, 32)
+    memory_mask = torch.tensor([[1] * 5, [1, 1, 1, 0, 0]])
+    a = original(ids, encoder_hidden_states=memory, encoder_attention_mask=memory_mask).last_hidden_state
+    b = swapped(ids, encoder_hidden_states=memory, encoder_attention_mask=memory_mask).last_hidden_state
+    assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_the_mechanisms_parameters_belong_to_the_model():
+    model = _model("bert")
+    tokenmix.replace_attention(model, "kerformer")
+    names = [n for n, _ in model.named_parameters() if ".tokenmix." in n]
+    assert names and all("q_proj" not in n for n in names)  # SE-K's own weights, the model's projections kept
+    fresh = _model("bert")
+    tokenmix.replace_attention(fresh, "kerformer")
+    fresh.load_state_dict(model.state_dict())
+    inputs, _ = _batch("bert")
+    assert torch.equal(model.eval()(**inputs).logits, fresh.eval()(**inputs).logits)
+
+
+def test_filter_leaves_modules_as_they_were():
+    original = _model("gpt2")
+    swapped = copy.deepcopy(original)
+    assert tokenmix.replace_attention(swapped, "linear", filter=lambda path: path.startswith("transformer.h.0")) == 1
+    assert not hasattr(swapped.transformer.h[1].attn, "tokenmix")
+    with pytest.raises(ValueError, match="not accepted by filter"):
+        tokenmix.replace_attention(copy.deepcopy(original), "linear", filter=lambda path: False)
+
+
+def test_refusals_name_the_mechanism_and_the_reason():
+    with pytest.raises(ValueError, match="'relation' is not a Q/K/V mechanism"):
+        tokenmix.replace_attention(_model("bert"), "relation")
+    with pytest.raises(ValueError, match="vision mixer"):
+        tokenmix.replace_attention(_model("vit"), "swin")
+    with pytest.raises(ValueError, match="causal= and copy_weights= do not apply"):
+        tokenmix.replace_attention(_model("gpt2"), "linear", causal=True)
+    with pytest.raises(ValueError, match="causal= and copy_weights= do not apply"):
+        tokenmix.replace_attention(_model("bert"), "softmax", copy_weights=True)
+    torch.manual_seed(0)
+    dropping = _bert(attention_probs_dropout_prob=0.1)
+    with pytest.raises(ValueError, match="attention dropout 0.1.*ignore_dropout"):
+        tokenmix.replace_attention(dropping, "linear")
+    assert tokenmix.replace_attention(dropping, "linear", ignore_dropout=True) == 2
+    dropping.train()(**_batch("bert")[0])  # trains without it
+
+
+def test_patterns_a_mechanism_cannot_take_raise_at_the_call():
+    torch.manual_seed(0)
+    scaled = _gpt2(scale_attn_by_inverse_layer_idx=True)
+    tokenmix.replace_attention(scaled, "linear")
+    with pytest.raises(ValueError, match="scaling"):
+        scaled(torch.randint(2, VOCAB, (1, N)))
+    config = transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                        num_key_value_heads=2, intermediate_size=40, sliding_window=4)
+    mistral = transformers.MistralForCausalLM(config)
+    tokenmix.replace_attention(mistral, "linear")
+    with pytest.raises(ValueError, match="sliding"):
+        mistral(torch.randint(2, VOCAB, (1, N)))
