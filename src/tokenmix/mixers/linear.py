@@ -1,10 +1,12 @@
-"""Linear attention with the elu+1 feature map."""
+"""Linear attention: the elu+1 feature map, or a learned one (T2R's ReLU MLP, Hedgehog's exp MLP)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..ops.kernel_attention import (kernel_attention, kernel_attention_reference, kernel_attention_step,
                                      kernel_attention_weights)
@@ -16,6 +18,44 @@ from .base import QKVMixer
 def elu_feature_map(x: Tensor) -> Tensor:
     """tau(x) = x + 1 for x > 0, e^x otherwise (Yamada et al. (2022) eq. 6), i.e. elu(x) + 1 > 0."""
     return F.elu(x) + 1.0
+
+
+FEATURE_MAPS = ("elu", "t2r", "hedgehog")
+
+
+class T2RFeatureMap(nn.Module):
+    """Kasai et al. (2021) §3.2 (T2R): ``phi(x) = relu(W x + b)``, a trainable single-layer MLP per head, the same
+    map for queries and keys; ``W`` per head is (head_dim, features), drawn as ``nn.Linear`` draws its weights."""
+
+    def __init__(self, num_heads: int, head_dim: int, features: int) -> None:
+        super().__init__()
+        bound = 1 / math.sqrt(head_dim)
+        self.weight = nn.Parameter(torch.empty(num_heads, head_dim, features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num_heads, features).uniform_(-bound, bound))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, H, N, D) -> (B, H, N, features), non-negative."""
+        return F.relu(torch.einsum("bhnd,hdf->bhnf", x, self.weight) + self.bias[:, None])
+
+
+class HedgehogFeatureMap(nn.Module):
+    """Zhang et al. (2024) §4.1 (Hedgehog): ``phi(x) = [softmax(W x + b), softmax(-(W x + b))]``, a trainable
+    single-layer MLP per head with the exponential activation, normalised over its features (the stable form of
+    ``[exp(Wx + b), exp(-Wx - b)]``: a per-query scale cancels in the normalised attention), ``2 features``
+    wide. ``W`` starts as the identity (``parameter_roles``: a model-wide initialisation keeps it), ``b`` at 0."""
+
+    def __init__(self, num_heads: int, head_dim: int, features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.eye(head_dim, features).repeat(num_heads, 1, 1))
+        self.bias = nn.Parameter(torch.zeros(num_heads, features))
+
+    def parameter_roles(self) -> dict[str, str]:
+        return {"weight": "keep"}
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, H, N, D) -> (B, H, N, 2 features), positive, each half summing to one."""
+        u = torch.einsum("bhnd,hdf->bhnf", x, self.weight) + self.bias[:, None]
+        return torch.cat([u.softmax(dim=-1), (-u).softmax(dim=-1)], dim=-1)
 
 
 class KernelAttentionMixer(QKVMixer):
@@ -93,7 +133,8 @@ class KernelAttentionMixer(QKVMixer):
 
 @register_mixer(
     "linear",
-    paper="Katharopoulos et al. (2020) eqs. 2-7; Yamada et al. (2022) eqs. 5-6",
+    paper="Katharopoulos et al. (2020) eqs. 2-7; Yamada et al. (2022) eqs. 5-6; learned maps: Kasai et al. (2021) "
+          "§3.2 (T2R), Zhang et al. (2024) §4.1 (Hedgehog)",
     complexity="O(N d^2)",
     causal=True,
     recurrent=True,
@@ -123,14 +164,45 @@ class LinearAttention(KernelAttentionMixer):
             concatenated heads, ``inner_dim`` wide.
         normalize: divide by ``tau(Q_i) sum_j tau(K_j)^T`` (default True, Katharopoulos et al. 2020); False:
             Yamada et al. (2022) eq. 5 without it.
+        feature_map: ``"elu"`` (default, the fixed ``elu + 1``); ``"t2r"``: Kasai et al. (2021)'s learned
+            ``relu(W x + b)``, one map per head shared by Q and K (:class:`T2RFeatureMap`); ``"hedgehog"``: Zhang et
+            al. (2024)'s learned ``[softmax(W x + b), softmax(-W x - b)]``, separate maps for Q and K, starting from
+            the identity (:class:`HedgehogFeatureMap`). Both are trained with the model, or first fitted to a softmax
+            teacher (:func:`tokenmix.linearize`).
+        feature_dim: features of a learned map per head (default ``head_dim``; Hedgehog's ``phi`` is twice as wide);
+            not with ``"elu"``.
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
                  bias: bool = False, chunk_size: int | None = None, eps: float | None = None,
-                 inner_dim: int | None = None, out_proj: bool = True, normalize: bool = True) -> None:
+                 inner_dim: int | None = None, out_proj: bool = True, normalize: bool = True,
+                 feature_map: str = "elu", feature_dim: int | None = None) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
                          chunk_size=chunk_size, eps=eps, inner_dim=inner_dim, out_proj=out_proj,
                          normalize=normalize)
+        if feature_map not in FEATURE_MAPS:
+            self._fail(f"feature_map must be one of {', '.join(FEATURE_MAPS)}; got {feature_map!r}")
+        if feature_dim is not None and feature_map == "elu":
+            self._fail("feature_dim sets the width of a learned feature map; elu + 1 has none (feature_map='t2r' or "
+                       "'hedgehog')")
+        if feature_dim is not None and not is_positive_int(feature_dim):
+            self._fail(f"feature_dim must be a positive int, got {feature_dim!r}")
+        self.feature_map = feature_map
+        features = feature_dim or self.head_dim
+        if feature_map == "t2r":
+            self.phi = T2RFeatureMap(self.num_heads, self.head_dim, features)
+        elif feature_map == "hedgehog":
+            self.phi_q = HedgehogFeatureMap(self.num_heads, self.head_dim, features)
+            self.phi_k = HedgehogFeatureMap(self.num_heads, self.head_dim, features)
+        self._features_per_head = {"elu": self.head_dim, "t2r": features, "hedgehog": 2 * features}[feature_map]
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
+        if self.feature_map == "t2r":
+            return self.phi(q), self.phi(k), None
+        if self.feature_map == "hedgehog":
+            return self.phi_q(q), self.phi_k(k), None
         return elu_feature_map(q), elu_feature_map(k), None
+
+    @property
+    def feature_dim(self) -> int:
+        return self._features_per_head
