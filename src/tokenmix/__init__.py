@@ -3,7 +3,8 @@
 from . import mixers, models  # noqa: F401  (mixers: registers the built-in mechanisms)
 from .models.replace import replace_attention
 from .registry import MixerInfo, create_mixer, list_mixers, mixer_info, register_mixer
+from .training.linearize import linearize
 
 __version__ = "0.1.0"
 __all__ = ["MixerInfo", "create_mixer", "list_mixers", "mixer_info", "register_mixer", "replace_attention",
-           "__version__"]
+           "linearize", "__version__"]

@@ -1,0 +1,317 @@
+"""Turn a trained softmax-attention model into a linear-attention one: :func:`linearize`.
+
+Three published recipes, each a ``method``:
+
+* ``"t2r"`` (Kasai et al., 2021): each attention becomes linear attention with a learned ReLU feature map
+  (``feature_map="t2r"``), its Q/K/V and output weights copied, then the whole model is fine-tuned on the task.
+* ``"hedgehog"`` (Zhang et al., 2024): the learned exponential feature maps (``feature_map="hedgehog"``) are first
+  trained alone to reproduce each layer's softmax attention *weights* (cross-entropy between the teacher's rows and
+  the student's, eq. 3 of their §4.2), the rest frozen, then the model is fine-tuned.
+* ``"lolcats"`` (Zhang et al., 2024b, LoLCATs): the same maps trained alone to reproduce each layer's softmax
+  attention *outputs* (mean squared error: "attention transfer"), then fine-tuned (all weights here; LoLCATs uses
+  low-rank adapters, and a sliding window beside the linear attention, neither built here).
+
+During the transfer every swapped layer computes its softmax teacher on its own Q, K, V and passes the teacher's
+output on, so each layer learns on the activations the softmax model gives it, as both papers do. After it, the
+gap between teacher and student is measured per layer on held-out batches (:class:`LayerGap`).
+
+The model is anything :func:`tokenmix.replace_attention` takes: a PyTorch model built on ``nn.MultiheadAttention``
+(weights copied into the mechanism, ``copy_weights=True``) or a Hugging Face ``transformers`` model (its own
+projections stay). Data is an iterable of batches, iterated again for each pass, each given to the model as
+``model(**batch)`` (a dict), ``model(*batch)`` (a tuple) or ``model(batch)``; the fine-tuning loss is
+``loss_fn(model, batch)``, by default ``model(**batch).loss`` (Hugging Face models given ``labels``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from ..mixers.base import QKVMixer
+from ..models.hf import HFMechanism, is_hf_model
+from ..models.replace import MixerAttention, replace_attention
+
+__all__ = ["linearize", "LinearizeReport", "LayerGap", "METHODS", "swapped_mechanisms", "attention_transfer"]
+
+METHODS = {"t2r": "t2r", "hedgehog": "hedgehog", "lolcats": "hedgehog"}  # method -> its feature map
+_TRANSFER_LOSS = {"hedgehog": "weights", "lolcats": "outputs"}  # the methods with an attention-transfer stage
+
+
+@dataclass
+class LayerGap:
+    """Teacher (softmax) against student (the linear mechanism) in one layer, averaged over held-out batches:
+    ``weights_kl``, the mean KL divergence of the student's attention rows from the teacher's (0 = the same
+    weights), and ``output_error``, the student's output error relative to the teacher's, ``||y_s - y_t|| /
+    ||y_t||``; each before and after the transfer."""
+
+    path: str
+    weights_kl_before: float
+    weights_kl_after: float
+    output_error_before: float
+    output_error_after: float
+
+
+@dataclass
+class LinearizeReport:
+    """What :func:`linearize` did: the swapped layers' gaps, and the loss of each stage per step."""
+
+    method: str
+    replaced: int
+    layers: list[LayerGap] = field(default_factory=list)
+    transfer_losses: list[float] = field(default_factory=list)
+    finetune_losses: list[float] = field(default_factory=list)
+    gaps_before: dict[str, tuple[float, float]] = field(default_factory=dict)  # path -> (KL, output error)
+
+    def table(self) -> str:
+        """The per-layer gaps as a text table."""
+        lines = [f"{'layer':<40} {'KL before':>10} {'KL after':>10} {'err before':>11} {'err after':>10}"]
+        for g in self.layers:
+            lines.append(f"{g.path:<40} {g.weights_kl_before:>10.4f} {g.weights_kl_after:>10.4f} "
+                         f"{g.output_error_before:>11.4f} {g.output_error_after:>10.4f}")
+        return "\n".join(lines)
+
+
+def swapped_mechanisms(model: nn.Module) -> dict[str, QKVMixer]:
+    """Every Q/K/V mechanism :func:`tokenmix.replace_attention` put in ``model``, by the path of its module."""
+    found = {}
+    for path, module in model.named_modules():
+        if isinstance(module, (MixerAttention, HFMechanism)) and isinstance(module.mixer, QKVMixer):
+            found[module.path if isinstance(module, HFMechanism) else path] = module.mixer
+    return found
+
+
+def _teacher(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
+    """Softmax attention on the mechanism's own Q, K, V, computed plainly: (output, weights); rows of queries with
+    no key to see (padded queries, causally) are zero."""
+    n = q.shape[-2]
+    allowed = torch.ones(n, n, dtype=torch.bool, device=q.device)
+    if causal:
+        allowed = allowed.tril()
+    allowed = allowed[None, None] if mask is None else allowed[None, None] & mask[:, None, None, :]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+class _Transfer:
+    """While active, each swapped mechanism computes its softmax teacher and itself on the same Q, K, V, records
+    the losses, and returns the teacher's output."""
+
+    def __init__(self, mechanisms: dict[str, QKVMixer], loss: str | None) -> None:
+        self.mechanisms, self.loss = mechanisms, loss
+        self.losses: list[Tensor] = []
+        self.kl: dict[str, list[float]] = {path: [] for path in mechanisms}
+        self.error: dict[str, list[float]] = {path: [] for path in mechanisms}
+
+    def __enter__(self) -> "_Transfer":
+        for path, mixer in self.mechanisms.items():
+            mixer._attend = self._attend_for(path, mixer)  # the instance's _attend shadows the class's
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for mixer in self.mechanisms.values():
+            del mixer._attend
+
+    def _attend_for(self, path: str, mixer: QKVMixer) -> Callable[..., Tensor]:
+        def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+            q, k, v = q.detach(), k.detach(), v.detach()
+            out_t, w_t = _teacher(q, k, v, mask, mixer.causal)
+            out_s = type(mixer)._attend(mixer, q, k, v, mask)
+            w_s = mixer._attention_weights(q, k, mask)
+            real = torch.ones(q.shape[0], q.shape[-2], dtype=torch.bool, device=q.device) if mask is None else mask
+            rows = real[:, None, :].expand(q.shape[0], q.shape[1], q.shape[-2])  # (B, H, N) real queries
+            cross_entropy = -(w_t * torch.log(w_s.clamp_min(1e-12))).sum(-1)
+            entropy = -(w_t * torch.log(w_t.clamp_min(1e-12))).sum(-1)
+            kl = (cross_entropy - entropy)[rows].mean()
+            diff = (out_s - out_t).transpose(1, 2)[real]  # (real tokens, H, D)
+            error = diff.norm() / out_t.transpose(1, 2)[real].norm().clamp_min(1e-12)
+            self.kl[path].append(kl.item())
+            self.error[path].append(error.item())
+            if self.loss == "weights":
+                self.losses.append(cross_entropy[rows].mean())
+            elif self.loss == "outputs":
+                self.losses.append(diff.square().mean())
+            return out_t
+        return attend
+
+
+def attention_transfer(model: nn.Module, loss: str | None = None) -> _Transfer:
+    """A context in which every swapped mechanism of ``model`` learns from its softmax teacher (``loss``:
+    ``"weights"`` or ``"outputs"``; None only measures the gaps) and passes the teacher's output on."""
+    mechanisms = swapped_mechanisms(model)
+    if not mechanisms:
+        raise ValueError("attention_transfer: the model has no mechanism put in by tokenmix.replace_attention")
+    return _Transfer(mechanisms, loss)
+
+
+def _call(model: nn.Module, batch: Any) -> Any:
+    if isinstance(batch, dict):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)):
+        return model(*batch)
+    return model(batch)
+
+
+def _default_loss(model: nn.Module, batch: Any) -> Tensor:
+    out = _call(model, batch)
+    loss = getattr(out, "loss", None)
+    if loss is None:
+        raise ValueError("linearize: the model's output has no .loss; pass loss_fn=(model, batch) -> loss")
+    return loss
+
+
+def _batches(data: Iterable) -> Iterator[Any]:
+    """The batches of ``data`` over and over (each pass a fresh iteration)."""
+    while True:
+        empty = True
+        for batch in data:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("linearize: data gave no batch")
+
+
+def _gaps(model: nn.Module, data: Iterable, batches: int) -> tuple[dict[str, float], dict[str, float]]:
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(), attention_transfer(model) as transfer:
+        for batch in itertools.islice(data, batches):
+            _call(model, batch)
+    model.train(was_training)
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    return ({p: mean(v) for p, v in transfer.kl.items()}, {p: mean(v) for p, v in transfer.error.items()})
+
+
+def _save(path: Path, stage: str, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
+          report: LinearizeReport) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"stage": stage, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "transfer_losses": report.transfer_losses, "finetune_losses": report.finetune_losses,
+                "gaps_before": report.gaps_before}, tmp)
+    os.replace(tmp, path)
+
+
+def _load(path: Path | None) -> dict[str, Any] | None:
+    if path is None or not path.exists():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as error:  # a damaged checkpoint: say so, start over
+        raise ValueError(f"linearize: the checkpoint {path} cannot be read ({error}); move it aside to start "
+                         f"over") from error
+
+
+def _stage(name: str, model: nn.Module, params: list[nn.Parameter], steps: int, lr: float, data: Iterable,
+           loss_of: Callable[[Any], Tensor], losses: list[float], checkpoint: Path | None, every: int,
+           report: LinearizeReport, progress: bool) -> None:
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    start = 0
+    saved = _load(checkpoint)
+    if saved is not None and saved["stage"] == name:
+        optimizer.load_state_dict(saved["optimizer"])
+        start = saved["step"]
+    elif saved is not None and saved["stage"] == "finetune" and name == "transfer":
+        return  # the transfer finished before the checkpoint was written
+    batches = _batches(data)
+    for _ in range(start):  # the same batches as an uninterrupted run would see next
+        next(batches)
+    model.train()
+    for step in tqdm(range(start, steps), desc=f"linearize: {name}", disable=not progress, initial=start,
+                     total=steps):
+        loss = loss_of(next(batches))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if checkpoint is not None and ((step + 1) % every == 0 or step + 1 == steps):
+            _save(checkpoint, name, step + 1, model, optimizer, report)
+
+
+def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog", data: Iterable,
+              eval_data: Iterable | None = None, loss_fn: Callable[[nn.Module, Any], Tensor] | None = None,
+              transfer_steps: int | None = None, finetune_steps: int = 0, transfer_lr: float = 1e-2,
+              finetune_lr: float = 1e-4, eval_batches: int = 4, causal: bool | Callable[[str], bool] = False,
+              max_len: int | None = None, filter: Callable[[str], bool] | None = None, feature_dim: int | None = None,
+              checkpoint: str | Path | None = None, checkpoint_every: int = 50, progress: bool = True) -> LinearizeReport:
+    """Swap each softmax attention of ``model`` (in place) for ``name`` with the learned feature map of ``method``
+    (``"t2r"``, ``"hedgehog"``, ``"lolcats"``: see :mod:`tokenmix.training.linearize`), train the feature maps
+    alone on the teacher for ``transfer_steps`` (hedgehog, lolcats: default 100; T2R has no such stage), then fine-tune every weight for
+    ``finetune_steps`` with ``loss_fn``; return the per-layer teacher/student gaps before and after the transfer,
+    measured on ``eval_batches`` batches of ``eval_data`` (default ``data``), and the losses.
+
+    ``causal``, ``max_len`` and ``filter`` are :func:`tokenmix.replace_attention`'s (``causal`` for PyTorch
+    models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model, optimizer, stage, step);
+    a call with the same arguments finding it resumes where it stopped. The only mechanism with learned feature
+    maps is ``"linear"``."""
+    if method not in METHODS:
+        raise ValueError(f"linearize: method must be one of {', '.join(METHODS)}; got {method!r}")
+    if name != "linear":
+        raise ValueError(f"linearize: {name!r} has no learned feature map to fit; the methods train linear "
+                         f"attention's (name='linear')")
+    if transfer_steps is None:
+        transfer_steps = 100 if method in _TRANSFER_LOSS else 0
+    if method not in _TRANSFER_LOSS and transfer_steps:
+        raise ValueError("linearize: T2R has no attention-transfer stage (it fine-tunes everything from the swap); "
+                         "transfer_steps does not apply")
+    for what, value in (("transfer_steps", transfer_steps), ("finetune_steps", finetune_steps),
+                        ("eval_batches", eval_batches), ("checkpoint_every", checkpoint_every)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if what == "checkpoint_every" else 0):
+            raise ValueError(f"linearize: {what} must be a non-negative int (checkpoint_every positive), got {value!r}")
+    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    options: dict[str, Any] = {"feature_map": METHODS[method]}
+    if feature_dim is not None:
+        options["feature_dim"] = feature_dim
+    if is_hf_model(model):
+        if causal is not False:
+            raise ValueError("linearize: a Hugging Face model's modules decide causality; causal= does not apply")
+        replaced = replace_attention(model, name, max_len=max_len, filter=filter, **options)
+    else:
+        replaced = replace_attention(model, name, causal=causal, max_len=max_len, filter=filter, copy_weights=True,
+                                     **options)
+    report = LinearizeReport(method=method, replaced=replaced)
+    saved = _load(checkpoint)
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        report.transfer_losses = list(saved["transfer_losses"])
+        report.finetune_losses = list(saved["finetune_losses"])
+        report.gaps_before = dict(saved["gaps_before"])  # those of the swap itself, not of the checkpoint
+    eval_data = data if eval_data is None else eval_data
+    if not report.gaps_before:
+        kl, error = _gaps(model, eval_data, eval_batches)
+        report.gaps_before = {path: (kl[path], error[path]) for path in kl}
+    mechanisms = swapped_mechanisms(model)
+    if method in _TRANSFER_LOSS and transfer_steps:
+        maps = [p for mixer in mechanisms.values() for n, p in mixer.named_parameters() if n.startswith("phi")]
+        trainable = {id(p) for p in maps}
+        frozen = [p for p in model.parameters() if id(p) not in trainable and p.requires_grad]
+        for p in frozen:
+            p.requires_grad_(False)
+        try:
+            def transfer_loss(batch: Any) -> Tensor:
+                with attention_transfer(model, _TRANSFER_LOSS[method]) as transfer:
+                    _call(model, batch)
+                return torch.stack(transfer.losses).mean()
+
+            _stage("transfer", model, maps, transfer_steps, transfer_lr, data, transfer_loss,
+                   report.transfer_losses, checkpoint, checkpoint_every, report, progress)
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
+    kl_after, error_after = _gaps(model, eval_data, eval_batches)
+    report.layers = [LayerGap(p, report.gaps_before[p][0], kl_after[p], report.gaps_before[p][1], error_after[p])
+                     for p in kl_after]
+    if finetune_steps:
+        loss_of = (lambda batch: loss_fn(model, batch)) if loss_fn is not None else (
+            lambda batch: _default_loss(model, batch))
+        _stage("finetune", model, [p for p in model.parameters() if p.requires_grad], finetune_steps,
+               finetune_lr, data, loss_of, report.finetune_losses, checkpoint, checkpoint_every, report, progress)
+    return report

@@ -1,0 +1,112 @@
+"""tokenmix.linearize: a softmax model made linear by T2R, Hedgehog or LoLCATs; the transfer trains only the feature
+maps on each layer's own softmax teacher, passes the teacher's activations on, narrows the gap it reports, and
+resumes from its checkpoint as if never stopped."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tokenmix
+from tokenmix.training.linearize import attention_transfer, swapped_mechanisms
+
+
+def _encoder(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+
+
+def _data(batches: int = 4, seed: int = 1) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [2 * torch.randn(4, 12, 16, generator=g) for _ in range(batches)]
+
+
+@pytest.mark.parametrize("method,measure", [("hedgehog", "weights_kl"), ("lolcats", "output_error")])
+def test_the_transfer_narrows_each_layers_gap_and_trains_only_the_feature_maps(method, measure):
+    model, swapped_only = _encoder(), _encoder()
+    tokenmix.linearize(swapped_only, method=method, data=_data(), transfer_steps=0, progress=False)
+    report = tokenmix.linearize(model, method=method, data=_data(), transfer_steps=60, progress=False)
+    assert report.replaced == 2 and len(report.layers) == 2
+    for gap in report.layers:
+        assert getattr(gap, f"{measure}_after") < 0.8 * getattr(gap, f"{measure}_before"), gap
+    assert report.transfer_losses[-1] < report.transfer_losses[0]
+    start = dict(swapped_only.named_parameters())
+    for name, p in model.named_parameters():  # only the feature maps moved; the copied weights did not
+        assert torch.equal(p, start[name]) != (".phi" in name), name
+    assert "layers.1.self_attn" in report.table() and "KL before" in report.table()
+
+
+def test_during_the_transfer_each_layer_passes_its_teachers_output_on():
+    original = _encoder()
+    model = copy.deepcopy(original)
+    tokenmix.replace_attention(model, "linear", copy_weights=True, feature_map="hedgehog")
+    x = _data(1)[0]
+    with torch.no_grad(), attention_transfer(model):
+        assert torch.allclose(model(x), original(x), atol=1e-5)
+    assert not torch.allclose(model(x), original(x), atol=1e-3)  # outside it: the linear mechanism itself
+
+
+def test_t2r_swaps_and_fine_tunes_everything():
+    model = _encoder()
+    data = _data()
+    target = torch.randn(4, 12, 16)
+    report = tokenmix.linearize(model, method="t2r", data=data, finetune_steps=15, finetune_lr=1e-2,
+                                loss_fn=lambda m, x: (m(x) - target).square().mean(), progress=False)
+    assert report.transfer_losses == [] and len(report.finetune_losses) == 15
+    assert report.finetune_losses[-1] < report.finetune_losses[0]
+    assert all(m.feature_map == "t2r" for m in swapped_mechanisms(model).values())
+
+
+def test_a_stopped_transfer_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
+    data = _data()
+    straight = _encoder()
+    tokenmix.linearize(straight, method="hedgehog", data=data, transfer_steps=6, progress=False)
+    stopped = _encoder()
+    checkpoint = tmp_path / "linearize.pt"
+    tokenmix.linearize(stopped, method="hedgehog", data=data, transfer_steps=3, checkpoint=checkpoint,
+                       checkpoint_every=3, progress=False)
+    resumed = _encoder()
+    report = tokenmix.linearize(resumed, method="hedgehog", data=data, transfer_steps=6, checkpoint=checkpoint,
+                                checkpoint_every=3, progress=False)
+    assert len(report.transfer_losses) == 6
+    for (name, a), b in zip(straight.named_parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, msg=name)
+    checkpoint.write_bytes(b"damaged")
+    with pytest.raises(ValueError, match="linearize.pt cannot be read"):
+        tokenmix.linearize(_encoder(), method="hedgehog", data=data, transfer_steps=6, checkpoint=checkpoint,
+                           progress=False)
+
+
+def test_a_hugging_face_model_is_linearized_and_fine_tuned():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=30, n_embd=32, n_layer=2, n_head=4, n_positions=32, attn_pdrop=0.0,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(config)
+    g = torch.Generator().manual_seed(1)
+    data = [{"input_ids": (ids := torch.randint(1, 30, (4, 16), generator=g)), "labels": ids} for _ in range(3)]
+    report = tokenmix.linearize(model, method="hedgehog", data=data, transfer_steps=20, finetune_steps=5,
+                                progress=False)
+    assert report.replaced == 2 and len(report.finetune_losses) == 5
+    assert all(g.weights_kl_after < g.weights_kl_before for g in report.layers)
+    assert model.generate(data[0]["input_ids"][:1, :4], max_new_tokens=3, do_sample=False).shape == (1, 7)
+
+
+def test_refusals():
+    data = _data(1)
+    with pytest.raises(ValueError, match="method must be one of"):
+        tokenmix.linearize(_encoder(), method="distill", data=data)
+    with pytest.raises(ValueError, match="'performer' has no learned feature map"):
+        tokenmix.linearize(_encoder(), "performer", data=data)
+    with pytest.raises(ValueError, match="T2R has no attention-transfer stage"):
+        tokenmix.linearize(_encoder(), method="t2r", data=data, transfer_steps=10)
+    with pytest.raises(ValueError, match="transfer_steps must be a non-negative int"):
+        tokenmix.linearize(_encoder(), data=data, transfer_steps=-1)
+    with pytest.raises(ValueError, match="no .loss"):
+        tokenmix.linearize(_encoder(), data=data, transfer_steps=1, finetune_steps=1, progress=False)
+    with pytest.raises(ValueError, match="no mechanism"):
+        attention_transfer(_encoder())
