@@ -247,3 +247,20 @@ def test_patterns_a_mechanism_cannot_take_raise_at_the_call():
     tokenmix.replace_attention(mistral, "linear")
     with pytest.raises(ValueError, match="sliding"):
         mistral(torch.randint(2, VOCAB, (1, N)))
+
+
+def test_a_converted_model_saves_and_loads_back_exactly(tmp_path):
+    from tokenmix.models.hf import save_converted
+
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, "linear", feature_map="hedgehog", feature_dim=4)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01 * torch.randn_like(p))  # not the initialisation a fresh build would give
+    save_converted(model, str(tmp_path), {"mechanism": "linear", "options": {"feature_map": "hedgehog",
+                                                                             "feature_dim": 4}})
+    loaded = tokenmix.load_converted(str(tmp_path)).eval()
+    ids = torch.randint(2, VOCAB, (2, N))
+    assert torch.equal(model(ids).logits, loaded(ids).logits)
+    with pytest.raises(ValueError, match="no attention replaced"):
+        save_converted(_model("bert"), str(tmp_path / "plain"), {"mechanism": "linear", "options": {}})

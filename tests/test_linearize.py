@@ -110,3 +110,40 @@ def test_refusals():
         tokenmix.linearize(_encoder(), data=data, transfer_steps=1, finetune_steps=1, progress=False)
     with pytest.raises(ValueError, match="no mechanism"):
         attention_transfer(_encoder())
+
+
+def _tiny_gpt2_folder(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=256, n_embd=32, n_layer=2, n_head=4, n_positions=64, attn_pdrop=0.0,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    folder = tmp_path / "gpt2"
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_convert_command_writes_a_model_that_loads_back_exactly(tmp_path, capsys):
+    from tokenmix.cli import main
+
+    folder = _tiny_gpt2_folder(tmp_path)
+    text = tmp_path / "text.txt"
+    text.write_text("It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+                    "must be in want of a wife. " * 20, encoding="utf-8")
+    out = tmp_path / "linear"
+    main(["convert", str(folder), "--text", str(text), "--out", str(out), "--bytes", "--length", "32",
+          "--batch", "2", "--transfer-steps", "5", "--finetune-steps", "2"])
+    printed = capsys.readouterr().out
+    assert "KL before" in printed and "transformer.h.1.attn" in printed
+    record = __import__("json").loads((out / "tokenmix.json").read_text())
+    assert record["mechanism"] == "linear" and record["options"] == {"feature_map": "hedgehog"}
+    assert len(record["transfer_losses"]) == 5 and len(record["finetune_losses"]) == 2
+    loaded = tokenmix.load_converted(str(out))
+    assert len(swapped_mechanisms(loaded)) == 2
+    again = tokenmix.load_converted(str(out))
+    ids = torch.randint(0, 256, (1, 10))
+    assert torch.equal(loaded.eval()(ids).logits, again.eval()(ids).logits)
+    with pytest.raises(SystemExit, match="no tokenizer"):
+        main(["convert", str(folder), "--text", str(text), "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="fewer than one window"):
+        main(["convert", str(folder), "--text", str(text), "--out", str(tmp_path / "x"), "--bytes",
+              "--length", "5000"])

@@ -2,7 +2,7 @@
 
 One module per command, each with ``add_parser(sub)`` (its arguments) and ``run(args)`` (parse nothing more,
 call the library, print): :mod:`.listing` (``list``), :mod:`.demo`, :mod:`.train`, :mod:`.compare`,
-:mod:`.speed`, :mod:`.count`, :mod:`.steptime`, :mod:`.report` and :mod:`.data`; :mod:`.common` holds what
+:mod:`.speed`, :mod:`.count`, :mod:`.steptime`, :mod:`.report`, :mod:`.data` and :mod:`.convert`; :mod:`.common` holds what
 they share. A command that fails on bad settings or missing data exits with ``tokenmix <command>: <why>``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import compare, count, data, demo, listing, report, speed, steptime, train
+from . import compare, convert, count, data, demo, listing, report, speed, steptime, train
 from .compare import sibling_experiments as _sibling_experiments  # noqa: F401 (tests reach it here)
 from .listing import WIDTH
 
@@ -19,7 +19,7 @@ __all__ = ["WIDTH", "build_parser", "main"]
 
 # in the order `tokenmix --help` lists them
 _COMMANDS = {"list": listing, "demo": demo, "train": train, "compare": compare, "speed": speed, "count": count,
-             "steptime": steptime, "report": report, "data": data}
+             "steptime": steptime, "report": report, "data": data, "convert": convert}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,7 +41,8 @@ from torch import Tensor, nn
 from ..mixers.base import QKVMixer
 from ..registry import create_mixer, mixer_info
 
-__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "ATTENTION_NAME"]
+__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "save_converted", "load_converted",
+           "ATTENTION_NAME"]
 
 ATTENTION_NAME = "tokenmix"
 _DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
@@ -284,3 +285,51 @@ def _qkv_mechanisms() -> list[str]:
         except (ValueError, TypeError, NotImplementedError):
             continue
     return names
+
+
+CONVERTED_FILE = "tokenmix.json"  # beside a converted model's config.json and model.safetensors
+
+
+def save_converted(model: nn.Module, out: str, record: dict[str, Any]) -> None:
+    """Write a ``transformers`` model whose attention tokenmix replaced into the folder ``out``: its
+    ``config.json``, every weight (the mechanisms' own included) in ``model.safetensors``, and ``tokenmix.json``:
+    ``record`` (at least ``mechanism`` and ``options``) with the replaced modules' paths, so that
+    :func:`load_converted` rebuilds it exactly."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import save_model
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [m.path for m in model.modules() if isinstance(m, HFMechanism)]
+    if not paths:
+        raise ValueError("save_converted: the model has no attention replaced by tokenmix")
+    model.config.architectures = [type(model).__name__]  # as save_pretrained records it
+    model.config.save_pretrained(folder)
+    save_model(model, str(folder / "model.safetensors"))
+    (folder / CONVERTED_FILE).write_text(json.dumps({**record, "replaced": paths}, indent=2) + "\n")
+
+
+def load_converted(folder: str) -> nn.Module:
+    """The model :func:`save_converted` wrote into ``folder``: built from its config, its attention replaced as it
+    was, every weight loaded (strictly: a missing or unexpected weight raises)."""
+    import json
+    from pathlib import Path
+
+    import transformers
+    from safetensors.torch import load_model
+
+    record = json.loads((Path(folder) / CONVERTED_FILE).read_text())
+    config = transformers.AutoConfig.from_pretrained(folder)
+    architecture = (config.architectures or [None])[0]
+    if architecture is None or not hasattr(transformers, architecture):
+        raise ValueError(f"load_converted: {folder}/config.json names no transformers architecture "
+                         f"({architecture!r})")
+    model = getattr(transformers, architecture)(config)
+    replaced = set(record["replaced"])
+    replace_hf_attention(model, record["mechanism"], max_len=record.get("max_len"),
+                         ignore_dropout=record.get("ignore_dropout", False), filter=lambda path: path in replaced,
+                         options=record["options"])
+    load_model(model, str(Path(folder) / "model.safetensors"), strict=True)
+    return model

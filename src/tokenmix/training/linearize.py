@@ -241,11 +241,12 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
               transfer_steps: int | None = None, finetune_steps: int = 0, transfer_lr: float = 1e-2,
               finetune_lr: float = 1e-4, eval_batches: int = 4, causal: bool | Callable[[str], bool] = False,
               max_len: int | None = None, filter: Callable[[str], bool] | None = None, feature_dim: int | None = None,
-              checkpoint: str | Path | None = None, checkpoint_every: int = 50, progress: bool = True) -> LinearizeReport:
+              checkpoint: str | Path | None = None, checkpoint_every: int = 50,
+              progress: bool = True) -> LinearizeReport:
     """Swap each softmax attention of ``model`` (in place) for ``name`` with the learned feature map of ``method``
     (``"t2r"``, ``"hedgehog"``, ``"lolcats"``: see :mod:`tokenmix.training.linearize`), train the feature maps
-    alone on the teacher for ``transfer_steps`` (hedgehog, lolcats: default 100; T2R has no such stage), then fine-tune every weight for
-    ``finetune_steps`` with ``loss_fn``; return the per-layer teacher/student gaps before and after the transfer,
+    alone on the teacher for ``transfer_steps`` (hedgehog, lolcats: default 100; T2R has no such stage), then
+    fine-tune every weight for ``finetune_steps`` with ``loss_fn``; return the per-layer teacher/student gaps before and after the transfer,
     measured on ``eval_batches`` batches of ``eval_data`` (default ``data``), and the losses.
 
     ``causal``, ``max_len`` and ``filter`` are :func:`tokenmix.replace_attention`'s (``causal`` for PyTorch
