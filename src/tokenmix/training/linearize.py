@@ -246,8 +246,9 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     """Swap each softmax attention of ``model`` (in place) for ``name`` with the learned feature map of ``method``
     (``"t2r"``, ``"hedgehog"``, ``"lolcats"``: see :mod:`tokenmix.training.linearize`), train the feature maps
     alone on the teacher for ``transfer_steps`` (hedgehog, lolcats: default 100; T2R has no such stage), then
-    fine-tune every weight for ``finetune_steps`` with ``loss_fn``; return the per-layer teacher/student gaps before and after the transfer,
-    measured on ``eval_batches`` batches of ``eval_data`` (default ``data``), and the losses.
+    fine-tune every weight for ``finetune_steps`` with ``loss_fn``; return the per-layer teacher/student gaps
+    before and after the transfer, measured on ``eval_batches`` batches of ``eval_data`` (default ``data``), and
+    the losses.
 
     ``causal``, ``max_len`` and ``filter`` are :func:`tokenmix.replace_attention`'s (``causal`` for PyTorch
     models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model, optimizer, stage, step);
