@@ -34,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cv.add_argument("--finetune-lr", type=float, default=1e-4)
     cv.add_argument("--bytes", action="store_true", help="tokens are the text's UTF-8 bytes (a model with a "
                     "vocabulary of at least 256 and no tokenizer of its own); default: the folder's tokenizer")
+    cv.add_argument("--ignore-dropout", action="store_true", help="drop the model's attention dropout, which "
+                    "linear attention cannot apply (without it, a model with attention dropout is refused)")
     cv.add_argument("--checkpoint", default=None, help="checkpoint file: written as it goes, resumed from if there")
     cv.add_argument("--seed", type=int, default=0, help="seed of the windows drawn")
 
@@ -94,13 +96,14 @@ def run(args: argparse.Namespace) -> None:
         report = linearize(model, method=args.method, data=train, eval_data=held_out,
                            transfer_steps=args.transfer_steps, finetune_steps=args.finetune_steps,
                            transfer_lr=args.transfer_lr, finetune_lr=args.finetune_lr, feature_dim=args.feature_dim,
-                           checkpoint=args.checkpoint)
+                           ignore_dropout=args.ignore_dropout, checkpoint=args.checkpoint)
     except (ValueError, OSError) as error:
         raise SystemExit(f"tokenmix convert: {error}") from None
     options = {"feature_map": METHODS[args.method]}
     if args.feature_dim is not None:
         options["feature_dim"] = args.feature_dim
     save_converted(model, args.out, {"mechanism": "linear", "options": options, "method": args.method,
+                                     "ignore_dropout": args.ignore_dropout,
                                      "source": str(args.model), "text": str(args.text),
                                      "transfer_losses": report.transfer_losses,
                                      "finetune_losses": report.finetune_losses,

@@ -28,7 +28,8 @@ with the inductor and aot_eager backends); its checks of mask values break the g
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -38,7 +39,7 @@ from ..mixers.base import QKVMixer
 from ..registry import MixerInfo, create_mixer, mixer_info
 from .hf import is_hf_model, replace_hf_attention
 
-__all__ = ["MixerAttention", "replace_attention", "PROJECTIONS_COPIED"]
+__all__ = ["MixerAttention", "replace_attention", "decoding", "PROJECTIONS_COPIED"]
 
 # The cross-attention of PyTorch's own decoder layer (its key and value are the encoder's memory).
 _CROSS_ATTENTION = ((nn.TransformerDecoderLayer, "multihead_attn"),)
@@ -78,6 +79,9 @@ class MixerAttention(nn.Module):
         return (f"{self.mixer_name!r} in place of nn.MultiheadAttention at {self.path!r}, "
                 f"batch_first={self.batch_first}, causal={self.mixer.causal}, copied from it: {copied}")
 
+    decoding_state: dict[str, Tensor] | None = None  # the recurrent state while in tokenmix.decoding(model)
+    decoding = False
+
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
                 need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -85,6 +89,8 @@ class MixerAttention(nn.Module):
             self._fail("cross-attention (key or value is not the query tensor) is unsupported: a mechanism mixes "
                        "a sequence with itself; leave this module out with replace_attention(..., filter=...)")
         x, unbatched = self._to_batch_first(query)
+        if self.decoding:
+            return self._decode(x, unbatched, key_padding_mask, need_weights, attn_mask, is_causal)
         mask = self._real_tokens(key_padding_mask, x, unbatched)
         self._check_causal(attn_mask, is_causal, x.shape[1])
         y = self.mixer(x, mask)
@@ -93,6 +99,26 @@ class MixerAttention(nn.Module):
 
     def _fail(self, message: str) -> None:
         raise ValueError(f"{self.path} ({self.mixer_name!r} in place of nn.MultiheadAttention): {message}")
+
+    def _decode(self, x: Tensor, unbatched: bool, key_padding_mask: Tensor | None, need_weights: bool,
+                attn_mask: Tensor | None, is_causal: bool) -> tuple[Tensor, None]:
+        """In :func:`decoding`: the new tokens ``x`` (B, L, E) continue the sequences seen so far, one recurrent
+        step each (a prompt of L > 1 tokens is stepped through; it must come with the causal mask)."""
+        if need_weights:
+            self._fail("need_weights=True while decoding: a recurrent step forms no attention matrix")
+        if key_padding_mask is not None and bool(self._blocked(
+                key_padding_mask[None] if unbatched else key_padding_mask, "key_padding_mask").any()):
+            self._fail("padding while decoding: every sequence of the batch takes its next token at each call "
+                       "(decode unpadded sequences, or sequences of one length)")
+        if x.shape[1] > 1:
+            self._check_causal(attn_mask, is_causal, x.shape[1])
+        if self.decoding_state is None:
+            self.decoding_state = self.mixer.init_state(x.shape[0], device=x.device, dtype=x.dtype)
+        outputs = []
+        for t in range(x.shape[1]):
+            y_t, self.decoding_state = self.mixer.step(x[:, t], self.decoding_state)
+            outputs.append(y_t)
+        return self._from_batch_first(torch.stack(outputs, dim=1), unbatched), None
 
     def _to_batch_first(self, query: Tensor) -> tuple[Tensor, bool]:
         if not isinstance(query, Tensor) or query.dim() not in (2, 3) or query.shape[-1] != self.embed_dim:
@@ -320,3 +346,31 @@ def _decline_nested_tensors(model: nn.Module) -> None:
         if isinstance(module, nn.TransformerEncoder) and any(
                 isinstance(getattr(layer, "self_attn", None), MixerAttention) for layer in module.layers):
             module.use_nested_tensor = False
+
+
+@contextmanager
+def decoding(model: nn.Module) -> Iterator[nn.Module]:
+    """Decode with constant memory from a model whose attention :func:`replace_attention` replaced by causal
+    mechanisms: inside ``with tokenmix.decoding(model):`` each call continues the sequences of the previous calls
+    instead of starting over: every replaced layer keeps its mechanism's recurrent state (``init_state`` /
+    ``step``: a fixed-size state for the kernel mechanisms, a growing key/value cache for softmax) and feeds the
+    new tokens through it. The first call may carry the whole prompt (with its causal mask, as in training); then
+    one new token per sequence per call, the model's own positions continued by the caller. Padding is refused;
+    leaving the context drops the states. Raises ``ValueError`` for a model with no replaced attention or a
+    non-causal one."""
+    adapters = [m for m in model.modules() if isinstance(m, MixerAttention)]
+    if not adapters:
+        raise ValueError("decoding: the model has no attention replaced by tokenmix.replace_attention")
+    for adapter in adapters:
+        if not adapter.mixer.causal:
+            raise ValueError(f"decoding: {adapter.path} ({adapter.mixer_name!r}) was replaced non-causal; decoding "
+                             f"continues sequences left to right, which needs replace_attention(..., causal=True)")
+        if adapter.decoding:
+            raise ValueError(f"decoding: {adapter.path} is already decoding (nested tokenmix.decoding)")
+    for adapter in adapters:
+        adapter.decoding, adapter.decoding_state = True, None
+    try:
+        yield model
+    finally:
+        for adapter in adapters:
+            adapter.decoding, adapter.decoding_state = False, None

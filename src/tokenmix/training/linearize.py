@@ -241,6 +241,7 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
               transfer_steps: int | None = None, finetune_steps: int = 0, transfer_lr: float = 1e-2,
               finetune_lr: float = 1e-4, eval_batches: int = 4, causal: bool | Callable[[str], bool] = False,
               max_len: int | None = None, filter: Callable[[str], bool] | None = None, feature_dim: int | None = None,
+              ignore_dropout: bool = False,
               checkpoint: str | Path | None = None, checkpoint_every: int = 50,
               progress: bool = True) -> LinearizeReport:
     """Swap each softmax attention of ``model`` (in place) for ``name`` with the learned feature map of ``method``
@@ -250,8 +251,8 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     before and after the transfer, measured on ``eval_batches`` batches of ``eval_data`` (default ``data``), and
     the losses.
 
-    ``causal``, ``max_len`` and ``filter`` are :func:`tokenmix.replace_attention`'s (``causal`` for PyTorch
-    models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model, optimizer, stage, step);
+    ``causal``, ``max_len``, ``filter`` and ``ignore_dropout`` are :func:`tokenmix.replace_attention`'s
+    (``causal`` for PyTorch models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model, optimizer, stage, step);
     a call with the same arguments finding it resumes where it stopped. The only mechanism with learned feature
     maps is ``"linear"``."""
     if method not in METHODS:
@@ -275,10 +276,11 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     if is_hf_model(model):
         if causal is not False:
             raise ValueError("linearize: a Hugging Face model's modules decide causality; causal= does not apply")
-        replaced = replace_attention(model, name, max_len=max_len, filter=filter, **options)
+        replaced = replace_attention(model, name, max_len=max_len, filter=filter, ignore_dropout=ignore_dropout,
+                                     **options)
     else:
         replaced = replace_attention(model, name, causal=causal, max_len=max_len, filter=filter, copy_weights=True,
-                                     **options)
+                                     ignore_dropout=ignore_dropout, **options)
     report = LinearizeReport(method=method, replaced=replaced)
     saved = _load(checkpoint)
     if saved is not None:
