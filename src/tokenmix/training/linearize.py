@@ -252,9 +252,9 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     the losses.
 
     ``causal``, ``max_len``, ``filter`` and ``ignore_dropout`` are :func:`tokenmix.replace_attention`'s
-    (``causal`` for PyTorch models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model, optimizer, stage, step);
-    a call with the same arguments finding it resumes where it stopped. The only mechanism with learned feature
-    maps is ``"linear"``."""
+    (``causal`` for PyTorch models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model,
+    optimizer, stage, step); a call with the same arguments finding it resumes where it stopped. The only
+    mechanism with learned feature maps is ``"linear"``."""
     if method not in METHODS:
         raise ValueError(f"linearize: method must be one of {', '.join(METHODS)}; got {method!r}")
     if name != "linear":
