@@ -269,5 +269,5 @@ def test_registry_info():
     assert info.causal and info.bidirectional and info.padding and info.needs_max_len
     assert info.complexity.startswith("O(N d^2 + L^2 / r) (SE-K: ") and "O(N d^2) with se_k=False" in info.complexity
     assert set(info.options) == {"bias", "q_act", "k_act", "se_k", "se_reduction", "sek_input", "chunk_size",
-                                 "eps"}
+                                 "eps", "rotary"}
     assert "7-9" in info.paper and "3.5" in info.paper

@@ -30,8 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "alone; default 100, none for t2r)")
     cv.add_argument("--finetune-steps", type=int, default=0, help="steps fine-tuning every weight on next-token "
                     "prediction")
-    cv.add_argument("--transfer-lr", type=float, default=1e-2)
-    cv.add_argument("--finetune-lr", type=float, default=1e-4)
+    cv.add_argument("--transfer-lr", type=float, default=1e-2, help="learning rate of the feature maps in the "
+                    "transfer (AdamW)")
+    cv.add_argument("--finetune-lr", type=float, default=1e-4, help="learning rate of the fine-tuning (AdamW)")
     cv.add_argument("--bytes", action="store_true", help="tokens are the text's UTF-8 bytes (a model with a "
                     "vocabulary of at least 256 and no tokenizer of its own); default: the folder's tokenizer")
     cv.add_argument("--ignore-dropout", action="store_true", help="drop the model's attention dropout, which "

@@ -79,6 +79,8 @@ class Kerformer(KernelAttentionMixer):
             ``k_act``). Only with ``se_k=True``.
         chunk_size: causal chunk length (default: about sqrt(head_dim^2)).
         eps: denominator guard (sign-preserving).
+        rotary: rotary positions, Su et al. (2021) eq. 19's form (rotated features in the numerator, unrotated
+            in the normaliser; default False).
     """
 
     def __init__(
@@ -96,9 +98,12 @@ class Kerformer(KernelAttentionMixer):
         sek_input: str = "keys",
         chunk_size: int | None = None,
         eps: float = 1e-6,
+        rotary: bool = False,
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
-                         chunk_size=chunk_size, eps=eps)
+                         chunk_size=chunk_size, eps=eps, rotary=rotary)
+        if rotary and self.head_dim % 2:
+            self._fail(f"rotary positions rotate pairs of features: head_dim {self.head_dim} is odd")
         if not _positive_int(se_reduction):
             self._fail(f"se_reduction must be a positive int, got {se_reduction!r}")
         if se_k is None:  # SE-K by default, except causally where it cannot apply

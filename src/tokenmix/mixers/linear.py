@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops.kernel_attention import (kernel_attention, kernel_attention_reference, kernel_attention_step,
-                                     kernel_attention_weights)
+from ..ops.kernel_attention import (divide_away_from_zero, kernel_attention, kernel_attention_reference,
+                                     kernel_attention_step, kernel_attention_weights)
+from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from ..validate import is_positive_int
 from .base import QKVMixer
@@ -71,7 +73,7 @@ class KernelAttentionMixer(QKVMixer):
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
                  chunk_size: int | None, eps: float | None, inner_dim: int | None = None, out_proj: bool = True,
-                 normalize: bool = True) -> None:
+                 normalize: bool = True, rotary: bool = False) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, inner_dim=inner_dim,
                          out_proj=out_proj)
         if chunk_size is not None and not is_positive_int(chunk_size):
@@ -84,9 +86,14 @@ class KernelAttentionMixer(QKVMixer):
         eps = 1e-6 if eps is None else eps
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
             self._fail(f"eps must be a positive number, got {eps!r}")
+        self._check_flag(rotary, "rotary")
+        if rotary and not normalize:
+            self._fail("rotary positions rotate the numerator and leave the normaliser unrotated (Su et al. 2021 "
+                       "eq. 19): they need normalize=True")
         self.chunk_size = chunk_size
         self.normalize = normalize
         self.eps = float(eps)
+        self.rotary = rotary
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
         raise NotImplementedError
@@ -102,6 +109,8 @@ class KernelAttentionMixer(QKVMixer):
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         q, k, v = (t[:, :, 0] for t in self.qkv_heads(x_t[:, None]))
         phi_q, phi_k, log_scale = self._step_features(q, k, state)
+        if self.rotary:
+            return self._rotary_step(x_t, phi_q, phi_k, v, state)
         out, kv = kernel_attention_step(phi_q, phi_k, v, state.get("kv"), log_scale=log_scale,
                                         prev_log_scale=state.get("log_scale"), eps=self.eps,
                                         normalize=self.normalize)
@@ -110,18 +119,59 @@ class KernelAttentionMixer(QKVMixer):
             new_state["log_scale"] = log_scale
         return self._output(out.reshape(x_t.shape[0], self.inner_dim)), new_state
 
+    def _rotary_step(self, x_t: Tensor, phi_q: Tensor, phi_k: Tensor, v: Tensor,
+                     state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """One step of the rotary form: rotated features into the numerator's state, unrotated into the
+        normaliser's (``kv``: sum of rotated phi(k_j) v_j^T; ``z``: sum of phi(k_j))."""
+        cos, sin = rotary_angles(state["t"].reshape(1), phi_q.shape[-1])
+        rq, rk = (rotate(f[:, :, None], cos, sin)[:, :, 0] for f in (phi_q, phi_k))
+        num, kv = kernel_attention_step(rq, rk, v, state.get("kv"), normalize=False)
+        ones = v.new_ones(*v.shape[:-1], 1)
+        den, z = kernel_attention_step(phi_q, phi_k, ones, state.get("z"), normalize=False)
+        out = divide_away_from_zero(num, den, self.eps)
+        return self._output(out.reshape(x_t.shape[0], self.inner_dim)), {"t": state["t"] + 1, "kv": kv, "z": z}
+
+    def _rotated(self, phi_q: Tensor, phi_k: Tensor) -> tuple[Tensor, Tensor]:
+        cos, sin = rotary_angles(torch.arange(phi_q.shape[2], device=phi_q.device), phi_q.shape[-1])
+        return rotate(phi_q, cos, sin), rotate(phi_k, cos, sin)
+
+    def _rotary_attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, attention: Any) -> Tensor:
+        """Su et al. (2021) eq. 19: ``sum_j (R_i phi(q_i))^T (R_j phi(k_j)) v_j / sum_j phi(q_i)^T phi(k_j)``, the
+        numerator and the normaliser each an unnormalised kernel attention (``attention``: the fast or the
+        reference one)."""
+        phi_q, phi_k, log_scale = self._features(q, k, mask)
+        if log_scale is not None:
+            self._fail("rotary positions cannot take log-scaled features", NotImplementedError)
+        rq, rk = self._rotated(phi_q, phi_k)
+        options = dict(causal=self.causal, key_mask=mask, normalize=False)
+        if attention is kernel_attention:
+            options["chunk_size"] = self.chunk_size
+        num = attention(rq, rk, v, **options)
+        den = attention(phi_q, phi_k, v.new_ones(*v.shape[:-1], 1), **options)
+        return divide_away_from_zero(num, den, self.eps)
+
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        if self.rotary:
+            return self._rotary_attend(q, k, v, mask, kernel_attention)
         phi_q, phi_k, log_scale = self._features(q, k, mask)
         return kernel_attention(phi_q, phi_k, v, causal=self.causal, key_mask=mask, key_log_scale=log_scale,
                                 chunk_size=self.chunk_size, eps=self.eps, normalize=self.normalize)
 
     def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        if self.rotary:
+            return self._rotary_attend(q, k, v, mask, kernel_attention_reference)
         phi_q, phi_k, log_scale = self._features(q, k, mask)
         return kernel_attention_reference(phi_q, phi_k, v, causal=self.causal, key_mask=mask,
                                           key_log_scale=log_scale, eps=self.eps, normalize=self.normalize)
 
     def _attention_weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         phi_q, phi_k, log_scale = self._features(q, k, mask)
+        if self.rotary:
+            rq, rk = self._rotated(phi_q, phi_k)
+            options = dict(causal=self.causal, key_mask=mask, normalize=False)
+            num = kernel_attention_weights(rq, rk, **options)
+            den = kernel_attention_weights(phi_q, phi_k, **options).sum(dim=-1, keepdim=True)
+            return divide_away_from_zero(num, den, self.eps)
         return kernel_attention_weights(phi_q, phi_k, causal=self.causal, key_mask=mask, key_log_scale=log_scale,
                                         eps=self.eps, normalize=self.normalize)
 
@@ -171,15 +221,18 @@ class LinearAttention(KernelAttentionMixer):
             teacher (:func:`tokenmix.linearize`).
         feature_dim: features of a learned map per head (default ``head_dim``; Hedgehog's ``phi`` is twice as wide);
             not with ``"elu"``.
+        rotary: rotary positions in Su et al. (2021) eq. 19's form for linear attention: the feature-mapped Q and K
+            rotated by their positions in the numerator, unrotated in the normaliser (default False; the
+            features per head must be even).
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
                  bias: bool = False, chunk_size: int | None = None, eps: float | None = None,
                  inner_dim: int | None = None, out_proj: bool = True, normalize: bool = True,
-                 feature_map: str = "elu", feature_dim: int | None = None) -> None:
+                 feature_map: str = "elu", feature_dim: int | None = None, rotary: bool = False) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias,
                          chunk_size=chunk_size, eps=eps, inner_dim=inner_dim, out_proj=out_proj,
-                         normalize=normalize)
+                         normalize=normalize, rotary=rotary)
         if feature_map not in FEATURE_MAPS:
             self._fail(f"feature_map must be one of {', '.join(FEATURE_MAPS)}; got {feature_map!r}")
         if feature_dim is not None and feature_map == "elu":
@@ -195,6 +248,9 @@ class LinearAttention(KernelAttentionMixer):
             self.phi_q = HedgehogFeatureMap(self.num_heads, self.head_dim, features)
             self.phi_k = HedgehogFeatureMap(self.num_heads, self.head_dim, features)
         self._features_per_head = {"elu": self.head_dim, "t2r": features, "hedgehog": 2 * features}[feature_map]
+        if rotary and self._features_per_head % 2:
+            self._fail(f"rotary positions rotate pairs of features: {self._features_per_head} features per head is "
+                       f"odd")
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, None]:
         if self.feature_map == "t2r":

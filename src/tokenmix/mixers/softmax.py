@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from .base import QKVMixer
 
@@ -54,6 +55,8 @@ class SoftmaxAttention(QKVMixer):
         inner_dim: width of Q, K and V, split into ``num_heads`` heads (default ``dim``).
         out_proj: the output projection ``W_out`` back to ``dim`` (default True); False: the output is the
             concatenated heads, ``inner_dim`` wide.
+        rotary: rotary position embedding (Su et al. 2021): Q and K rotated by their positions before the scores
+            (default False; ``head_dim`` must be even). The KV cache keeps the rotated keys.
     """
 
     def __init__(
@@ -67,12 +70,24 @@ class SoftmaxAttention(QKVMixer):
         attn_dropout: float = 0.0,
         inner_dim: int | None = None,
         out_proj: bool = True,
+        rotary: bool = False,
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, inner_dim=inner_dim,
                          out_proj=out_proj)
         if not 0.0 <= attn_dropout < 1.0:
             self._fail(f"attn_dropout must be in [0, 1), got {attn_dropout}")
+        self._check_flag(rotary, "rotary")
+        if rotary and self.head_dim % 2:
+            self._fail(f"rotary positions rotate pairs of features: head_dim {self.head_dim} is odd")
         self.attn_dropout = attn_dropout
+        self.rotary = rotary
+
+    def _positions(self, q: Tensor, k: Tensor, start: int = 0) -> tuple[Tensor, Tensor]:
+        """Q and K rotated by their positions ``start, start + 1, ...`` (Su et al. 2021 eq. 34) when ``rotary``."""
+        if not self.rotary:
+            return q, k
+        cos, sin = rotary_angles(torch.arange(start, start + q.shape[2], device=q.device), q.shape[-1])
+        return rotate(q, cos, sin), rotate(k, cos, sin)
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
@@ -82,6 +97,7 @@ class SoftmaxAttention(QKVMixer):
         if self.max_len is not None and state["k"].shape[2] >= self.max_len:
             self._fail(f"cannot decode past max_len={self.max_len}")
         q, k, v = self.qkv_heads(x_t[:, None])
+        q, k = self._positions(q, k, start=state["k"].shape[2])
         keys, values = torch.cat([state["k"], k], dim=2), torch.cat([state["v"], v], dim=2)
         out = F.scaled_dot_product_attention(q, keys, values, dropout_p=self._dropout_p)  # the newest query sees all
         return self._output(out.reshape(x_t.shape[0], self.inner_dim)), {"k": keys, "v": values}
@@ -92,6 +108,7 @@ class SoftmaxAttention(QKVMixer):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """Fused attention (SDPA), with its own causal mask when there is no padding."""
+        q, k = self._positions(q, k)
         if mask is None:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=self._dropout_p, is_causal=self.causal)
         allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
@@ -107,6 +124,7 @@ class SoftmaxAttention(QKVMixer):
         return self._weights(q, k, mask)
 
     def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        q, k = self._positions(q, k)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         allowed = attention_mask(q.shape[2], mask, self.causal, q.device)
         if allowed is not None:

@@ -38,7 +38,8 @@ from torch import Tensor
 from ..validate import is_positive_int
 
 __all__ = ["kernel_attention", "kernel_attention_reference", "kernel_attention_weights", "kernel_attention_step",
-           "auto_chunk_size", "upcast_low_precision", "rescaled_prefix_states", "rescaled_prefix_states_reference"]
+           "divide_away_from_zero", "auto_chunk_size", "upcast_low_precision", "rescaled_prefix_states",
+           "rescaled_prefix_states_reference"]
 
 
 def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
@@ -60,9 +61,12 @@ def _with_ones(v: Tensor) -> Tensor:
 
 
 def _normalise(num_den: Tensor, eps: float) -> Tensor:
-    num, den = num_den[..., :-1], num_den[..., -1:]
-    away_from_zero = torch.where(den >= 0, eps, -eps)
-    return num / (den + away_from_zero)
+    return divide_away_from_zero(num_den[..., :-1], num_den[..., -1:], eps)
+
+
+def divide_away_from_zero(num: Tensor, den: Tensor, eps: float) -> Tensor:
+    """``num / den`` with ``eps`` added to ``den`` away from zero (sign-preserving), as the normalised forms do."""
+    return num / (den + torch.where(den >= 0, eps, -eps))
 
 
 def _check_normalize(where: str, normalize: object, log_scaled: bool) -> None:
