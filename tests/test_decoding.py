@@ -83,6 +83,6 @@ def test_decoding_refuses_what_it_cannot_do():
     torch.manual_seed(0)
     bidirectional = TinyLM()
     tokenmix.replace_attention(bidirectional, "linear")
-    with pytest.raises(ValueError, match="replaced non-causal"):
+    with pytest.raises(ValueError, match="is not causal"):
         with tokenmix.decoding(bidirectional):
             pass

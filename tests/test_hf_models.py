@@ -264,3 +264,36 @@ def test_a_converted_model_saves_and_loads_back_exactly(tmp_path):
     assert torch.equal(model(ids).logits, loaded(ids).logits)
     with pytest.raises(ValueError, match="no attention replaced"):
         save_converted(_model("bert"), str(tmp_path / "plain"), {"mechanism": "linear", "options": {}})
+
+
+@pytest.mark.parametrize("name", CAUSAL_QKV)
+@pytest.mark.parametrize("family", sorted(CAUSAL))
+def test_decoding_from_the_recurrent_state_equals_recomputation(family, name):
+    model = _model(family).eval()
+    tokenmix.replace_attention(model, name)
+    prompt = torch.randint(2, VOCAB, (2, 5))
+    without = model.generate(prompt, max_new_tokens=6, do_sample=False, use_cache=False)
+    with torch.no_grad(), tokenmix.decoding(model) as cache:
+        with_state = model.generate(prompt, max_new_tokens=6, do_sample=False, past_key_values=cache)
+        assert cache.get_seq_length() == with_state.shape[1] - 1  # every token but the last went through
+        assert all(layer.keys is None for layer in cache.layers)  # no keys or values kept
+    assert torch.equal(with_state, without)
+
+
+def test_a_kernel_mechanisms_decoding_state_stays_the_same_size():
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, "linear")
+    mechanism = model.model.layers[0].self_attn.tokenmix
+    sizes = []
+    with torch.no_grad(), tokenmix.decoding(model) as cache:
+        out = model(torch.randint(2, VOCAB, (1, 4)), past_key_values=cache)
+        for _ in range(5):
+            token = out.logits[:, -1:].argmax(-1)
+            out = model(token, past_key_values=cache)
+            sizes.append(sum(v.numel() for v in mechanism.decoding_state.values()))
+    assert len(set(sizes)) == 1 and mechanism.decoding_state is None  # dropped on leaving the context
+    with pytest.raises(ValueError, match="is not causal"):
+        bert = _model("bert")
+        tokenmix.replace_attention(bert, "linear")
+        with tokenmix.decoding(bert):
+            pass

@@ -270,6 +270,23 @@ class QKVMixer(Mixer):
         """The attention rule per head: (B, H, N, D) each, mask (B, N) or None -> (B, H, N, D)."""
         raise NotImplementedError
 
+    def step_heads(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """One causal step of the attention rule on the new position's heads, q, k, v (B, H, D) each, already
+        projected (by this mixer's projections in :meth:`step`, or by a host model's own): returns the heads'
+        output (B, H, D) and the new state (:meth:`init_state`'s)."""
+        self._check_recurrent()
+        return self._step_heads(q, k, v, state)
+
+    def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                    state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        self._fail("step_heads: this mechanism has no per-head decoding step", NotImplementedError)
+        raise AssertionError  # unreachable: _fail raises
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v = (t[:, :, 0] for t in self.qkv_heads(x_t[:, None]))
+        out, state = self._step_heads(q, k, v, state)
+        return self._output(out.reshape(x_t.shape[0], self.inner_dim)), state
+
     def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """The plain computation of :meth:`_attend` (an explicit N x N matrix)."""
         raise NotImplementedError

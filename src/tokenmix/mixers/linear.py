@@ -106,20 +106,20 @@ class KernelAttentionMixer(QKVMixer):
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         return {"t": torch.zeros((), dtype=torch.long, device=device)}
 
-    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        q, k, v = (t[:, :, 0] for t in self.qkv_heads(x_t[:, None]))
+    def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                    state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         phi_q, phi_k, log_scale = self._step_features(q, k, state)
         if self.rotary:
-            return self._rotary_step(x_t, phi_q, phi_k, v, state)
+            return self._rotary_step(phi_q, phi_k, v, state)
         out, kv = kernel_attention_step(phi_q, phi_k, v, state.get("kv"), log_scale=log_scale,
                                         prev_log_scale=state.get("log_scale"), eps=self.eps,
                                         normalize=self.normalize)
         new_state = {"t": state["t"] + 1, "kv": kv}
         if log_scale is not None:
             new_state["log_scale"] = log_scale
-        return self._output(out.reshape(x_t.shape[0], self.inner_dim)), new_state
+        return out, new_state
 
-    def _rotary_step(self, x_t: Tensor, phi_q: Tensor, phi_k: Tensor, v: Tensor,
+    def _rotary_step(self, phi_q: Tensor, phi_k: Tensor, v: Tensor,
                      state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """One step of the rotary form: rotated features into the numerator's state, unrotated into the
         normaliser's (``kv``: sum of rotated phi(k_j) v_j^T; ``z``: sum of phi(k_j))."""
@@ -128,8 +128,7 @@ class KernelAttentionMixer(QKVMixer):
         num, kv = kernel_attention_step(rq, rk, v, state.get("kv"), normalize=False)
         ones = v.new_ones(*v.shape[:-1], 1)
         den, z = kernel_attention_step(phi_q, phi_k, ones, state.get("z"), normalize=False)
-        out = divide_away_from_zero(num, den, self.eps)
-        return self._output(out.reshape(x_t.shape[0], self.inner_dim)), {"t": state["t"] + 1, "kv": kv, "z": z}
+        return divide_away_from_zero(num, den, self.eps), {"t": state["t"] + 1, "kv": kv, "z": z}
 
     def _rotated(self, phi_q: Tensor, phi_k: Tensor) -> tuple[Tensor, Tensor]:
         cos, sin = rotary_angles(torch.arange(phi_q.shape[2], device=phi_q.device), phi_q.shape[-1])

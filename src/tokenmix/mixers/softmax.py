@@ -93,14 +93,14 @@ class SoftmaxAttention(QKVMixer):
         empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
         return {"k": empty, "v": empty}
 
-    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                    state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         if self.max_len is not None and state["k"].shape[2] >= self.max_len:
             self._fail(f"cannot decode past max_len={self.max_len}")
-        q, k, v = self.qkv_heads(x_t[:, None])
-        q, k = self._positions(q, k, start=state["k"].shape[2])
-        keys, values = torch.cat([state["k"], k], dim=2), torch.cat([state["v"], v], dim=2)
+        q, k = self._positions(q[:, :, None], k[:, :, None], start=state["k"].shape[2])
+        keys, values = torch.cat([state["k"], k], dim=2), torch.cat([state["v"], v[:, :, None]], dim=2)
         out = F.scaled_dot_product_attention(q, keys, values, dropout_p=self._dropout_p)  # the newest query sees all
-        return self._output(out.reshape(x_t.shape[0], self.inner_dim)), {"k": keys, "v": values}
+        return out[:, :, 0], {"k": keys, "v": values}
 
     @property
     def _dropout_p(self) -> float:

@@ -229,11 +229,12 @@ class _SparseAttention(QKVMixer):
         stride = self._stride_for(None)
         return causal_keys(self.kind, stride, self._summary_for(stride), t, part)
 
-    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    def _step_heads(self, q: Tensor, k_new: Tensor, v_new: Tensor,
+                    state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         t = state["k"].shape[2]
         if self.max_len is not None and t >= self.max_len:
             self._fail(f"cannot step past max_len={self.max_len} (this would be position {t})")
-        q, k_new, v_new = self.qkv_heads(x_t[:, None])
+        q, k_new, v_new = q[:, :, None], k_new[:, :, None], v_new[:, :, None]
         k = torch.cat([state["k"], k_new.to(state["k"].dtype)], dim=2)
         v = torch.cat([state["v"], v_new.to(state["v"].dtype)], dim=2)
         outs, first = [], 0
@@ -250,8 +251,7 @@ class _SparseAttention(QKVMixer):
             scores = (qq * (1.0 / math.sqrt(qq.shape[-1]))) @ kk.transpose(-2, -1)
             outs.append(scores.softmax(dim=-1) @ vv)  # (B, g, 1, D)
         out = torch.cat(outs, dim=1).to(v.dtype)
-        y = self.proj(out.transpose(1, 2).reshape(x_t.shape[0], self.dim))
-        return y, {"k": k, "v": v, "t": state["t"] + 1}
+        return out[:, :, 0], {"k": k, "v": v, "t": state["t"] + 1}
 
 
 _PAPER = ("Child et al. (2019) §4.2-4.3, factorised attention A_i^(1), A_i^(2): their union in one softmax, or "

@@ -42,7 +42,7 @@ from ..mixers.base import QKVMixer
 from ..registry import create_mixer, mixer_info
 
 __all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "save_converted", "load_converted",
-           "ATTENTION_NAME"]
+           "recurrent_cache", "ATTENTION_NAME"]
 
 ATTENTION_NAME = "tokenmix"
 _DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
@@ -82,6 +82,9 @@ class HFMechanism(nn.Module):
     def _fail(self, message: str) -> None:
         raise ValueError(f"{self.path} ({self.mixer_name!r} in place of the attention rule): {message}")
 
+    decoding = False  # in tokenmix.decoding(model): continue from decoding_state, one recurrent step per token
+    decoding_state: dict[str, Tensor] | None = None
+
     def forward(self, module: nn.Module, query: Tensor, key: Tensor, value: Tensor, padding: Tensor | None,
                 scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, None]:
         for name in _REFUSED_KWARGS:
@@ -99,6 +102,8 @@ class HFMechanism(nn.Module):
         key, value = (_repeat_heads(t, query.shape[1]) for t in (key, value))
         q_len, kv_len = query.shape[2], key.shape[2]
         mask = _real_tokens(padding, key)
+        if self.decoding:
+            return self._decode(query, key, value, mask)
         if q_len != kv_len:  # a key/value cache: the new queries are the last positions
             if not causal or q_len > kv_len:
                 self._fail(f"queries ({q_len}) and keys ({kv_len}) differ in length; only a causal mechanism "
@@ -108,6 +113,23 @@ class HFMechanism(nn.Module):
         if mask is not None:
             out = out.masked_fill(~mask[:, None, kv_len - q_len:, None], 0.0)
         return out.transpose(1, 2).contiguous(), None
+
+    def _decode(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> tuple[Tensor, None]:
+        """The new positions (B, H, L, D) continue the state: one :meth:`step_heads` each."""
+        if key.shape[2] != query.shape[2]:
+            self._fail("decoding with a key/value cache of the model's own: in tokenmix.decoding(model), pass the "
+                       "cache it gives (generate(..., past_key_values=cache))")
+        if mask is not None:
+            self._fail("padding while decoding: every sequence takes its next token at each call (decode "
+                       "unpadded sequences of one length)")
+        if self.decoding_state is None:
+            self.decoding_state = self.mixer.init_state(query.shape[0], device=query.device, dtype=query.dtype)
+        outputs = []
+        for t in range(query.shape[2]):
+            out, self.decoding_state = self.mixer.step_heads(query[:, :, t], key[:, :, t], value[:, :, t],
+                                                             self.decoding_state)
+            outputs.append(out)
+        return torch.stack(outputs, dim=1), None  # (B, L, H, D), as the attention functions return
 
     def _dropout(self, p: float) -> None:
         if "attn_dropout" in self.mixer.info.options:
@@ -333,3 +355,67 @@ def load_converted(folder: str) -> nn.Module:
                          options=record["options"])
     load_model(model, str(Path(folder) / "model.safetensors"), strict=True)
     return model
+
+
+def recurrent_cache(model: nn.Module) -> Any:
+    """A ``transformers`` cache for decoding from the mechanisms' recurrent states (:func:`tokenmix.decoding`):
+    it keeps no keys or values, only how many tokens each layer has seen (for the model's positions and masks),
+    and hands each layer's new keys and values straight to its mechanism; resetting it resets their states."""
+    from transformers.cache_utils import Cache, CacheLayerMixin
+
+    mechanisms = [m for m in model.modules() if isinstance(m, HFMechanism)]
+
+    class RecurrentLayer(CacheLayerMixin):
+        is_sliding = False
+        is_croppable = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen = 0
+
+        def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
+            self.dtype, self.device = key_states.dtype, key_states.device
+            self.is_initialized = True
+
+        def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            self.seen += key_states.shape[-2]
+            return key_states, value_states  # the mechanism's state holds the past
+
+        def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+            return query_length, self.seen
+
+        def get_seq_length(self) -> int:
+            return self.seen
+
+        def get_max_length(self) -> int:
+            return -1
+
+        def reset(self) -> None:
+            self.seen = 0
+
+        def offload(self) -> None:  # nothing held here to move
+            return None
+
+        def prefetch(self) -> None:
+            return None
+
+        def reorder_cache(self, beam_idx: Tensor) -> None:
+            raise NotImplementedError("tokenmix decoding: beam search reorders cached keys; the recurrent states "
+                                      "are not reordered (use greedy or sampling)")
+
+    class RecurrentCache(Cache):
+        def __init__(self) -> None:
+            super().__init__(layer_class_to_replicate=RecurrentLayer)
+
+        def reset(self) -> None:
+            super().reset()
+            for mechanism in mechanisms:
+                mechanism.decoding_state = None
+
+        def crop(self, tokens_to_remove: int) -> None:
+            raise NotImplementedError("tokenmix decoding: a recurrent state cannot drop tokens (no assisted "
+                                      "decoding)")
+
+    return RecurrentCache()

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
 from ..registry import MixerInfo, create_mixer, mixer_info
-from .hf import is_hf_model, replace_hf_attention
+from .hf import HFMechanism, is_hf_model, recurrent_cache, replace_hf_attention
 
 __all__ = ["MixerAttention", "replace_attention", "decoding", "PROJECTIONS_COPIED"]
 
@@ -357,20 +357,25 @@ def decoding(model: nn.Module) -> Iterator[nn.Module]:
     new tokens through it. The first call may carry the whole prompt (with its causal mask, as in training); then
     one new token per sequence per call, the model's own positions continued by the caller. Padding is refused;
     leaving the context drops the states. Raises ``ValueError`` for a model with no replaced attention or a
-    non-causal one."""
-    adapters = [m for m in model.modules() if isinstance(m, MixerAttention)]
+    non-causal one.
+
+    A Hugging Face model: the context gives a cache to pass to the model (``generate(ids, past_key_values=cache)``
+    or ``model(ids, past_key_values=cache)``), which keeps no keys or values, only the length seen, so that the
+    model's positions and masks continue while each layer decodes from its mechanism's state. Greedy and sampled
+    decoding; beam search and assisted decoding raise."""
+    adapters = [m for m in model.modules() if isinstance(m, (MixerAttention, HFMechanism))]
     if not adapters:
         raise ValueError("decoding: the model has no attention replaced by tokenmix.replace_attention")
     for adapter in adapters:
         if not adapter.mixer.causal:
-            raise ValueError(f"decoding: {adapter.path} ({adapter.mixer_name!r}) was replaced non-causal; decoding "
-                             f"continues sequences left to right, which needs replace_attention(..., causal=True)")
+            raise ValueError(f"decoding: {adapter.path} ({adapter.mixer_name!r}) is not causal; decoding continues "
+                             f"sequences left to right (a PyTorch model: replace_attention(..., causal=True))")
         if adapter.decoding:
             raise ValueError(f"decoding: {adapter.path} is already decoding (nested tokenmix.decoding)")
     for adapter in adapters:
         adapter.decoding, adapter.decoding_state = True, None
     try:
-        yield model
+        yield recurrent_cache(model) if is_hf_model(model) else model
     finally:
         for adapter in adapters:
             adapter.decoding, adapter.decoding_state = False, None
