@@ -147,3 +147,38 @@ def test_convert_command_writes_a_model_that_loads_back_exactly(tmp_path, capsys
     with pytest.raises(SystemExit, match="fewer than one window"):
         main(["convert", str(folder), "--text", str(text), "--out", str(tmp_path / "x"), "--bytes",
               "--length", "5000"])
+
+
+@pytest.mark.parametrize("family", ["torch", "gpt2"])
+def test_low_rank_fine_tuning_moves_only_the_projections_and_is_merged(family):
+    if family == "gpt2":
+        transformers = pytest.importorskip("transformers")
+        pytest.importorskip("peft")
+
+        def make():
+            torch.manual_seed(0)
+            config = transformers.GPT2Config(vocab_size=30, n_embd=32, n_layer=2, n_head=4, n_positions=32,
+                                             attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0,
+                                             eos_token_id=0)
+            return transformers.GPT2LMHeadModel(config)
+        g = torch.Generator().manual_seed(1)
+        data = [{"input_ids": (ids := torch.randint(1, 30, (4, 16), generator=g)), "labels": ids} for _ in range(3)]
+        loss_fn = None
+        moved = ("attn.c_attn", "attn.c_proj")
+    else:
+        pytest.importorskip("peft")
+        make, data = _encoder, _data()
+        target = torch.randn(4, 12, 16)
+        loss_fn = lambda m, x: (m(x) - target).square().mean()  # noqa: E731
+        moved = ("q_proj", "k_proj", "v_proj", "mixer.proj")
+    transferred = make()
+    tokenmix.linearize(transferred, method="lolcats", data=data, transfer_steps=5, progress=False)
+    model = make()
+    report = tokenmix.linearize(model, method="lolcats", data=data, transfer_steps=5, finetune_steps=10,
+                                finetune="lora", lora_rank=2, finetune_lr=1e-2, loss_fn=loss_fn, progress=False)
+    assert report.finetune_losses[-1] < report.finetune_losses[0]
+    assert not any("lora" in n for n, _ in model.named_parameters())  # merged: the model's own layers again
+    before = dict(transferred.named_parameters())
+    for name, p in model.named_parameters():
+        changed = not torch.equal(p, before[name])
+        assert changed == (any(m in name for m in moved) and name.endswith("weight")), name

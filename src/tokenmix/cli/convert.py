@@ -30,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "alone; default 100, none for t2r)")
     cv.add_argument("--finetune-steps", type=int, default=0, help="steps fine-tuning every weight on next-token "
                     "prediction")
+    cv.add_argument("--finetune", choices=["all", "lora"], default="all", help="fine-tune every weight, or "
+                    "low-rank adapters on the attention projections (merged into the saved weights)")
+    cv.add_argument("--lora-rank", type=int, default=8, help="rank of the adapters (--finetune lora)")
     cv.add_argument("--transfer-lr", type=float, default=1e-2, help="learning rate of the feature maps in the "
                     "transfer (AdamW)")
     cv.add_argument("--finetune-lr", type=float, default=1e-4, help="learning rate of the fine-tuning (AdamW)")
@@ -97,14 +100,15 @@ def run(args: argparse.Namespace) -> None:
         report = linearize(model, method=args.method, data=train, eval_data=held_out,
                            transfer_steps=args.transfer_steps, finetune_steps=args.finetune_steps,
                            transfer_lr=args.transfer_lr, finetune_lr=args.finetune_lr, feature_dim=args.feature_dim,
-                           ignore_dropout=args.ignore_dropout, checkpoint=args.checkpoint)
+                           ignore_dropout=args.ignore_dropout, finetune=args.finetune, lora_rank=args.lora_rank,
+                           checkpoint=args.checkpoint)
     except (ValueError, OSError) as error:
         raise SystemExit(f"tokenmix convert: {error}") from None
     options = {"feature_map": METHODS[args.method]}
     if args.feature_dim is not None:
         options["feature_dim"] = args.feature_dim
     save_converted(model, args.out, {"mechanism": "linear", "options": options, "method": args.method,
-                                     "ignore_dropout": args.ignore_dropout,
+                                     "ignore_dropout": args.ignore_dropout, "finetune": args.finetune,
                                      "source": str(args.model), "text": str(args.text),
                                      "transfer_losses": report.transfer_losses,
                                      "finetune_losses": report.finetune_losses,

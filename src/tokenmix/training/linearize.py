@@ -241,13 +241,15 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
               transfer_steps: int | None = None, finetune_steps: int = 0, transfer_lr: float = 1e-2,
               finetune_lr: float = 1e-4, eval_batches: int = 4, causal: bool | Callable[[str], bool] = False,
               max_len: int | None = None, filter: Callable[[str], bool] | None = None, feature_dim: int | None = None,
-              ignore_dropout: bool = False,
+              ignore_dropout: bool = False, finetune: str = "all", lora_rank: int = 8,
               checkpoint: str | Path | None = None, checkpoint_every: int = 50,
               progress: bool = True) -> LinearizeReport:
     """Swap each softmax attention of ``model`` (in place) for ``name`` with the learned feature map of ``method``
     (``"t2r"``, ``"hedgehog"``, ``"lolcats"``: see :mod:`tokenmix.training.linearize`), train the feature maps
     alone on the teacher for ``transfer_steps`` (hedgehog, lolcats: default 100; T2R has no such stage), then
-    fine-tune every weight for ``finetune_steps`` with ``loss_fn``; return the per-layer teacher/student gaps
+    fine-tune for ``finetune_steps`` with ``loss_fn`` (``finetune="all"``: every weight; ``"lora"``: low-rank
+    adapters of rank ``lora_rank`` on the attention projections alone, through ``peft``, merged into the weights
+    at the end, as LoLCATs fine-tunes); return the per-layer teacher/student gaps
     before and after the transfer, measured on ``eval_batches`` batches of ``eval_data`` (default ``data``), and
     the losses.
 
@@ -269,6 +271,10 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
                         ("eval_batches", eval_batches), ("checkpoint_every", checkpoint_every)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (1 if what == "checkpoint_every" else 0):
             raise ValueError(f"linearize: {what} must be a non-negative int (checkpoint_every positive), got {value!r}")
+    if finetune not in ("all", "lora"):
+        raise ValueError(f"linearize: finetune must be 'all' or 'lora', got {finetune!r}")
+    if finetune == "lora" and (isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1):
+        raise ValueError(f"linearize: lora_rank must be a positive int, got {lora_rank!r}")
     checkpoint = Path(checkpoint) if checkpoint is not None else None
     options: dict[str, Any] = {"feature_map": METHODS[method]}
     if feature_dim is not None:
@@ -283,6 +289,8 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
                                      ignore_dropout=ignore_dropout, **options)
     report = LinearizeReport(method=method, replaced=replaced)
     saved = _load(checkpoint)
+    if saved is not None and saved["stage"] == "finetune" and finetune == "lora":
+        _add_adapters(model, lora_rank)  # the checkpoint holds them
     if saved is not None:
         model.load_state_dict(saved["model"])
         report.transfer_losses = list(saved["transfer_losses"])
@@ -316,6 +324,50 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     if finetune_steps:
         loss_of = (lambda batch: loss_fn(model, batch)) if loss_fn is not None else (
             lambda batch: _default_loss(model, batch))
-        _stage("finetune", model, [p for p in model.parameters() if p.requires_grad], finetune_steps,
-               finetune_lr, data, loss_of, report.finetune_losses, checkpoint, checkpoint_every, report, progress)
+        if finetune == "lora" and not _adapters(model):
+            _add_adapters(model, lora_rank)
+        trained = [p for n, p in model.named_parameters() if p.requires_grad and (finetune == "all" or "lora_" in n)]
+        _stage("finetune", model, trained, finetune_steps, finetune_lr, data, loss_of, report.finetune_losses,
+               checkpoint, checkpoint_every, report, progress)
+        if finetune == "lora":
+            _merge_adapters(model)
     return report
+
+
+def _projections(model: nn.Module) -> list[str]:
+    """The names of the Q/K/V and output projections of every swapped attention (LoRA's targets): the linear
+    layers of each Hugging Face attention module, or the projections of each mechanism in an adapter."""
+    names = []
+    for path, module in model.named_modules():
+        if isinstance(module, MixerAttention):
+            names += [f"{path}.mixer.{p}" for p in ("q_proj", "k_proj", "v_proj", "proj")
+                      if isinstance(getattr(module.mixer, p, None), nn.Linear)]
+        elif isinstance(getattr(module, "tokenmix", None), HFMechanism):
+            names += [f"{path}.{child}" for child, sub in module.named_children()
+                      if isinstance(sub, nn.Linear) or type(sub).__name__ == "Conv1D"]
+    return names
+
+
+def _add_adapters(model: nn.Module, rank: int) -> None:
+    try:
+        from peft import LoraConfig, inject_adapter_in_model
+    except ModuleNotFoundError:
+        raise ValueError("linearize: finetune='lora' needs peft (pip install 'tokenmix[hf]')") from None
+    targets = _projections(model)
+    fan_in_fan_out = any(type(m).__name__ == "Conv1D" for n, m in model.named_modules() if n in targets)
+    inject_adapter_in_model(LoraConfig(r=rank, lora_alpha=rank, target_modules=targets, fan_in_fan_out=fan_in_fan_out),
+                            model)
+
+
+def _adapters(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(n, m) for n, m in model.named_modules() if hasattr(m, "lora_A") and hasattr(m, "get_base_layer")]
+
+
+def _merge_adapters(model: nn.Module) -> None:
+    """Fold each low-rank adapter into its weight and put the plain layer back (the model as it was, updated)."""
+    for name, layer in _adapters(model):
+        layer.merge()
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, child, layer.get_base_layer())
+    for p in model.parameters():
+        p.requires_grad_(True)
