@@ -15,7 +15,7 @@ from tokenmix.training.provenance import PROVENANCE_COLUMNS, code_version, code_
 from tokenmix.training.results import (HASH_COLUMN, ResultsDir, ResultsError, config_hash, read_csv, run_config,
                                        write_csv)
 from tokenmix.training.sweep import compare
-from tokenmix.training.verify import choose, verify
+from tokenmix.training.verify import choose, verify, verify_plan
 
 TINY = ["task.name='recall'", "model.dim=16", "model.depth=1", "train.max_steps=6", "train.eval_every=3",
         "train.batch_size=16", "seeds=[0, 1]", "mixers=['relation']", "report.plots=[]", "train.threads=1"]
@@ -148,6 +148,26 @@ def test_choose_takes_each_code_version_in_turn_smallest_seed_first():
     rows = [{"seed": s, "code": c} for s, c in [(3, "a"), (1, "a"), (0, "b"), (2, "b"), (5, "c")]]
     assert [(r["code"], r["seed"]) for r in choose(rows, 4)] == [("a", 1), ("b", 0), ("c", 5), ("a", 3)]
     assert len(choose(rows, 10)) == 5
+
+
+def test_choose_per_code_reaches_every_unchecked_code_with_labels_in_turn():
+    from tokenmix.training.verify import choose_per_code
+
+    rows = [{"label": label, "seed": s, "code": c} for label, s, c in
+            [("x", 3, "a"), ("y", 1, "a"), ("x", 0, "a"), ("x", 2, "b"), ("y", 0, "b"), ("x", 5, "c")]]
+    assert [(r["code"], r["label"], r["seed"]) for r in choose_per_code(rows, 1, set())] == [
+        ("a", "x", 0), ("b", "y", 0), ("c", "x", 5)]
+    assert [(r["code"], r["label"], r["seed"]) for r in choose_per_code(rows, 2, {"b"})] == [
+        ("a", "x", 0), ("a", "y", 1), ("c", "x", 5)]  # checked codes are left out; labels in turn within a code
+
+
+def test_verify_per_code_skips_the_codes_already_checked(recorded, tmp_path):
+    docs = copy_docs(recorded, tmp_path)
+    verify(recorded[1], docs, 1, tmp_path / "verify", progress=False)  # checks the one code of the rows
+    chosen, _ = verify_plan(recorded[1], docs, 1, per="code")
+    assert chosen == []
+    with pytest.raises(ValueError, match="verify-per"):
+        verify_plan(recorded[1], docs, 1, per="seed")
 
 
 def test_verify_reproduces_rows_of_the_same_code(recorded, tmp_path):

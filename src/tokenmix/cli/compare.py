@@ -49,6 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "(the code versions of its rows in turn, smallest seed first) into --out (default "
                     "runs/<name>-verify) and say which reproduce exactly; rows of code that does not are stale "
                     "(left out of the report, trained again by compare --results); ledger DIR/<name>-verify.csv")
+    cp.add_argument("--verify-per", choices=["label", "code"], default="label", help="with --verify K: K rows per "
+                    "label (default), or K rows of each code version that no rerun has checked yet (labels in turn, "
+                    "smallest seed first): the fewest reruns that reach every unchecked code")
     cp.add_argument("--status", action="store_true", help="print the runs done, partial and remaining per label "
                     "(in --out and --results) and the estimated time left, and train nothing")
     cp.add_argument("--executor", choices=["local", "submitit"], default="local", help="where the runs train: "
@@ -167,7 +170,7 @@ def run(args: argparse.Namespace) -> None:
             if not args.results:
                 raise ValueError("--verify K needs --results DIR (the recorded rows it reruns)")
             verify(experiment, args.results, args.verify, args.out or f"runs/{experiment.name}-verify",
-                   jobs=args.jobs, commit=args.commit, dry_run=args.dry_run)
+                   jobs=args.jobs, commit=args.commit, dry_run=args.dry_run, per=args.verify_per)
             return
         options = parse_cluster_options(args.cluster_options) if args.cluster_options else None
         family = sibling_experiments(args.config) if args.dry_run and experiment.claims else None

@@ -5,7 +5,10 @@ produced it (:mod:`tokenmix.training.provenance`). Most code changes leave what 
 (an initialisation, a kernel's summation order), and only a rerun can tell. ``--verify K`` reruns, per label,
 ``K`` recorded rows whose config is the current one and that were not rerun under this code before, chosen by
 seed (:func:`choose`: the code versions of the label's rows in turn, oldest first, each time its smallest seed
-not yet chosen, so that ``K`` at least the number of code versions reaches every one), with the current code,
+not yet chosen, so that ``K`` at least the number of code versions reaches every one), with the current code;
+``--verify-per code`` instead reruns ``K`` rows of each code version that no rerun has checked yet, whatever
+their labels (:func:`choose_per_code`: the labels in turn, smallest seed first), the fewest reruns that reach
+every unchecked code,
 and compares the rerun with the row on every column
 the weights determine (:data:`~tokenmix.training.results.REPRODUCED_COLUMNS` and the evaluations'
 :data:`~tokenmix.training.results.REPRODUCED_HISTORY`, as rounded in the CSVs; times, memory and provenance are
@@ -33,7 +36,7 @@ from .results import (COLUMNS, ResultsDir, config_hash, history_records, reprodu
                       run_config, typed)
 from .sweep import RESULT_FILE, compare, plan, run_dir
 
-__all__ = ["choose", "verify", "verify_plan"]
+__all__ = ["choose", "choose_per_code", "verify", "verify_plan"]
 
 
 def choose(rows: list[dict[str, str]], k: int) -> list[dict[str, str]]:
@@ -51,12 +54,35 @@ def choose(rows: list[dict[str, str]], k: int) -> list[dict[str, str]]:
     return chosen
 
 
-def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: int = 1
+def choose_per_code(rows: list[dict[str, str]], k: int, checked: set[str]) -> list[dict[str, str]]:
+    """Up to ``k`` of ``rows`` for each code version not in ``checked``: per code, its labels in turn (in file
+    order), each giving its smallest seed not yet taken."""
+    by_code: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        if row.get("code", "") not in checked:
+            by_code.setdefault(row.get("code", ""), []).append(row)
+    chosen: list[dict[str, str]] = []
+    for group in by_code.values():
+        by_label: dict[str, list[dict[str, str]]] = {}
+        for row in sorted(group, key=lambda r: int(r["seed"])):
+            by_label.setdefault(row["label"], []).append(row)
+        queues, taken = list(by_label.values()), []
+        while len(taken) < k and any(queues):
+            for queue in queues:
+                if queue and len(taken) < k:
+                    taken.append(queue.pop(0))
+        chosen += taken
+    return chosen
+
+
+def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: int = 1, per: str = "label"
                 ) -> tuple[list[dict[str, str]], list[str]]:
-    """The rows ``--verify k`` reruns (their config current, not yet rerun under this code), and a line per row
-    it cannot (config changed)."""
+    """The rows ``--verify k`` reruns (their config current, not yet rerun under this code; ``per="code"``: of the
+    code versions no rerun has checked), and a line per row it cannot (config changed)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"--verify takes a positive number of rows per label, got {k!r}")
+    if per not in ("label", "code"):
+        raise ValueError(f"--verify-per must be 'label' or 'code', got {per!r}")
     record = ResultsDir(results_dir, experiment.name)
     if not record.csv.exists():
         raise ValueError(f"--verify: {record.csv} does not exist: nothing recorded to verify")
@@ -67,6 +93,8 @@ def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: i
     done = {(v["label"], int(v["seed"]), v["row_code"]) for v in record.verifications()
             if v["rerun_code"] == code_version()}
     chosen: list[dict[str, str]] = []
+    checked = {v["row_code"] for v in record.verifications()}
+    every_usable: list[dict[str, str]] = []
     for label in dict.fromkeys(p.spec.label for p in planned):
         usable = []
         for (row_label, seed), row in rows.items():
@@ -77,7 +105,10 @@ def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: i
                                f"it again); not verified")
             elif (label, seed, row.get("code", "")) not in done:  # not rerun under this code yet
                 usable.append(row)
-        chosen += choose(usable, k)
+        every_usable += usable
+        chosen += choose(usable, k) if per == "label" else []
+    if per == "code":
+        chosen = choose_per_code(every_usable, k, checked)
     return chosen, skipped
 
 
@@ -101,10 +132,12 @@ def _only(experiment: Experiment, labels: list[str], seed: int) -> Experiment:
 
 
 def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str | Path, *, jobs: int = 1,
-           progress: bool | None = None, commit: bool = False, dry_run: bool = False) -> list[dict[str, Any]]:
-    """Rerun ``k`` recorded rows per label into ``out_dir`` and compare (see the module docstring); returns the
-    ledger records it added (nothing with ``dry_run``, which prints the chosen rows and their recorded time)."""
-    chosen, skipped = verify_plan(experiment, results_dir, k, jobs)
+           progress: bool | None = None, commit: bool = False, dry_run: bool = False,
+           per: str = "label") -> list[dict[str, Any]]:
+    """Rerun ``k`` recorded rows per label (``per="code"``: per unchecked code version) into ``out_dir`` and
+    compare (see the module docstring); returns the ledger records it added (nothing with ``dry_run``, which
+    prints the chosen rows and their recorded time)."""
+    chosen, skipped = verify_plan(experiment, results_dir, k, jobs, per)
     for line in skipped:
         print(line, flush=True)
     hours = sum(float(r.get("wall_s") or 0.0) for r in chosen) / 3600 / jobs
