@@ -108,7 +108,7 @@ def test_refusals():
         tokenmix.linearize(_encoder(), data=data, transfer_steps=-1)
     with pytest.raises(ValueError, match="no .loss"):
         tokenmix.linearize(_encoder(), data=data, transfer_steps=1, finetune_steps=1, progress=False)
-    with pytest.raises(ValueError, match="no mechanism"):
+    with pytest.raises(ValueError, match="no Q/K/V mechanism"):
         attention_transfer(_encoder())
 
 
@@ -182,3 +182,33 @@ def test_low_rank_fine_tuning_moves_only_the_projections_and_is_merged(family):
     for name, p in model.named_parameters():
         changed = not torch.equal(p, before[name])
         assert changed == (any(m in name for m in moved) and name.endswith("weight")), name
+
+
+def test_a_tokenmix_model_learns_from_the_softmax_model_whose_weights_it_took():
+    """The conversion of a trained tokenmix model: a linear-attention CausalLM given a softmax CausalLM's weights
+    (its feature maps are its only new parameters) passes the softmax model's activations on during the transfer,
+    and the transfer narrows each layer's gap."""
+    from tokenmix.models import CausalLM
+
+    torch.manual_seed(0)
+    teacher = CausalLM(40, "softmax", 16, 2, 24, num_heads=2, dropout=0.0).eval()
+    student = CausalLM(40, "linear", 16, 2, 24, num_heads=2, dropout=0.0, mixer_options={"feature_map": "hedgehog"})
+    missing, unexpected = student.load_state_dict(teacher.state_dict(), strict=False)
+    assert unexpected == [] and missing and all(".phi_" in name for name in missing)
+    ids = torch.randint(0, 40, (3, 20))
+    with torch.no_grad(), attention_transfer(student.eval()):
+        torch.testing.assert_close(student(ids), teacher(ids))
+    mechanisms = swapped_mechanisms(student)
+    assert len(mechanisms) == 2 and all(m.causal for m in mechanisms.values())
+    maps = [p for m in mechanisms.values() for n, p in m.named_parameters() if n.startswith("phi")]
+    optimizer = torch.optim.Adam(maps, lr=1e-2)
+    losses = []
+    for _ in range(30):
+        with attention_transfer(student.train(), "weights") as transfer:
+            student(ids)
+        loss = torch.stack(transfer.losses).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]

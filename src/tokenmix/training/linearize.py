@@ -81,11 +81,17 @@ class LinearizeReport:
 
 
 def swapped_mechanisms(model: nn.Module) -> dict[str, QKVMixer]:
-    """Every Q/K/V mechanism :func:`tokenmix.replace_attention` put in ``model``, by the path of its module."""
-    found = {}
+    """Every Q/K/V mechanism in ``model``, by path: those :func:`tokenmix.replace_attention` put in (the path of the
+    module they replaced) and those of a tokenmix model (their own path)."""
+    found: dict[str, QKVMixer] = {}
+    inside: set[int] = set()
     for path, module in model.named_modules():
         if isinstance(module, (MixerAttention, HFMechanism)) and isinstance(module.mixer, QKVMixer):
             found[module.path if isinstance(module, HFMechanism) else path] = module.mixer
+            inside.add(id(module.mixer))
+    for path, module in model.named_modules():
+        if isinstance(module, QKVMixer) and id(module) not in inside:
+            found[path] = module
     return found
 
 
@@ -145,11 +151,13 @@ class _Transfer:
 
 
 def attention_transfer(model: nn.Module, loss: str | None = None) -> _Transfer:
-    """A context in which every swapped mechanism of ``model`` learns from its softmax teacher (``loss``:
-    ``"weights"`` or ``"outputs"``; None only measures the gaps) and passes the teacher's output on."""
+    """A context in which every Q/K/V mechanism of ``model`` (:func:`swapped_mechanisms`) learns from its softmax
+    teacher on its own Q, K, V (``loss``: ``"weights"`` or ``"outputs"``; None only measures the gaps) and passes
+    the teacher's output on."""
     mechanisms = swapped_mechanisms(model)
     if not mechanisms:
-        raise ValueError("attention_transfer: the model has no mechanism put in by tokenmix.replace_attention")
+        raise ValueError("attention_transfer: the model has no Q/K/V mechanism (a tokenmix model's, or one put in "
+                         "by tokenmix.replace_attention)")
     return _Transfer(mechanisms, loss)
 
 
