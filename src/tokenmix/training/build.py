@@ -10,6 +10,7 @@ import torch
 from ..tasks import Task, create_task, planned_task
 from .experiment import Experiment, RunSpec
 from .schema import MODEL_KEYS, RUN_SEED
+from .warmstart import check_warm_start, split_warm_start
 
 __all__ = ["make_task", "plan_task", "planned_steps_per_epoch", "build_model"]
 
@@ -55,8 +56,10 @@ def planned_steps_per_epoch(experiment: Experiment) -> dict[str, int] | None:
 
 
 def build_model(task: Task, run: RunSpec) -> torch.nn.Module:
-    """The model of ``run`` (seeded by ``run.seed``), through :meth:`Task.build_model`."""
-    model = dict(run.model)
+    """The model of ``run`` (seeded by ``run.seed``), through :meth:`Task.build_model`; a label's ``init_from`` and
+    ``transfer`` (checked here) are the executor's (:mod:`tokenmix.training.warmstart`), not the model's."""
+    model, warm = split_warm_start(dict(run.model))
+    check_warm_start(run.label, warm)
     core = {k: model.pop(k, None) for k in MODEL_KEYS}
     torch.manual_seed(run.seed)
     return task.build_model(run.mixer, dim=core["dim"], depth=core["depth"], num_heads=core["heads"],

@@ -33,6 +33,7 @@ import torch
 from .checkpoint import Checkpointer, set_aside_damaged
 from .config import TrainResult
 from .build import build_model, make_task
+from .warmstart import load_teacher, split_warm_start, teacher_file, transfer_stage
 from .experiment import Experiment, RunSpec
 from .schema import RUN_SEED
 from .files import atomic_write_text, disk_full_guard, move_aside
@@ -88,6 +89,12 @@ def _train_run(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: 
         model = build_model(task, run)
         resume = Checkpointer(str(folder), writes=False).find() is not None
         config = experiment.train_config(run, out_dir=str(folder), resume=resume, progress=False)
+        warm = split_warm_start(run.model)[1]
+        teacher = None
+        if warm.get("init_from") is not None and not resume:  # a resumed run's checkpoint holds them
+            teacher = load_teacher(model, teacher_file(warm["init_from"], seed))
+            if warm.get("transfer") is not None:
+                transfer_stage(model, task, warm["transfer"], batch_size=config.batch_size, seed=seed)
         last = [0.0]
 
         def on_step(step: int, total: int, metric: float | None) -> None:
@@ -100,6 +107,8 @@ def _train_run(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: 
 
         result = asdict(train(task, model, config, on_step=on_step))
         result["provenance"] = provenance(threads, config.device)
+        if teacher is not None:
+            result["provenance"]["teacher_sha256"] = teacher
         atomic_write_text(folder / RESULT_FILE, json.dumps(result))
     for name in ("checkpoint", "checkpoint.old"):  # finished: result.json and best weights stay
         shutil.rmtree(folder / name, ignore_errors=True)

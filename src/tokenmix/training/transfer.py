@@ -1,0 +1,108 @@
+"""Attention transfer: each Q/K/V mechanism of a model learns from a softmax teacher computed on its own Q, K and V
+(Zhang et al. (2024), Hedgehog §4.2: cross-entropy between the attention weights; LoLCATs: mean squared error between
+the outputs), while the teacher's output is passed on so that every layer learns on the activations the softmax model
+gives it. Used by :func:`tokenmix.linearize` and by experiment runs that start from a trained softmax model
+(:mod:`tokenmix.training.warmstart`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from ..mixers.base import QKVMixer
+from ..models.hf import HFMechanism
+from ..models.replace import MixerAttention
+
+__all__ = ["swapped_mechanisms", "attention_transfer", "feature_map_parameters", "TRANSFER_LOSSES"]
+
+TRANSFER_LOSSES = ("weights", "outputs")
+
+
+def swapped_mechanisms(model: nn.Module) -> dict[str, QKVMixer]:
+    """Every Q/K/V mechanism in ``model``, by path: those :func:`tokenmix.replace_attention` put in (the path of the
+    module they replaced) and those of a tokenmix model (their own path)."""
+    found: dict[str, QKVMixer] = {}
+    inside: set[int] = set()
+    for path, module in model.named_modules():
+        if isinstance(module, (MixerAttention, HFMechanism)) and isinstance(module.mixer, QKVMixer):
+            found[module.path if isinstance(module, HFMechanism) else path] = module.mixer
+            inside.add(id(module.mixer))
+    for path, module in model.named_modules():
+        if isinstance(module, QKVMixer) and id(module) not in inside:
+            found[path] = module
+    return found
+
+
+def _teacher(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
+    """Softmax attention on the mechanism's own Q, K, V, computed plainly: (output, weights); rows of queries with
+    no key to see (padded queries, causally) are zero."""
+    n = q.shape[-2]
+    allowed = torch.ones(n, n, dtype=torch.bool, device=q.device)
+    if causal:
+        allowed = allowed.tril()
+    allowed = allowed[None, None] if mask is None else allowed[None, None] & mask[:, None, None, :]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+class _Transfer:
+    """While active, each swapped mechanism computes its softmax teacher and itself on the same Q, K, V, records
+    the losses, and returns the teacher's output."""
+
+    def __init__(self, mechanisms: dict[str, QKVMixer], loss: str | None) -> None:
+        self.mechanisms, self.loss = mechanisms, loss
+        self.losses: list[Tensor] = []
+        self.kl: dict[str, list[float]] = {path: [] for path in mechanisms}
+        self.error: dict[str, list[float]] = {path: [] for path in mechanisms}
+
+    def __enter__(self) -> "_Transfer":
+        for path, mixer in self.mechanisms.items():
+            mixer._attend = self._attend_for(path, mixer)  # the instance's _attend shadows the class's
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for mixer in self.mechanisms.values():
+            del mixer._attend
+
+    def _attend_for(self, path: str, mixer: QKVMixer) -> Callable[..., Tensor]:
+        def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+            q, k, v = q.detach(), k.detach(), v.detach()
+            out_t, w_t = _teacher(q, k, v, mask, mixer.causal)
+            out_s = type(mixer)._attend(mixer, q, k, v, mask)
+            w_s = mixer._attention_weights(q, k, mask)
+            real = torch.ones(q.shape[0], q.shape[-2], dtype=torch.bool, device=q.device) if mask is None else mask
+            rows = real[:, None, :].expand(q.shape[0], q.shape[1], q.shape[-2])  # (B, H, N) real queries
+            cross_entropy = -(w_t * torch.log(w_s.clamp_min(1e-12))).sum(-1)
+            entropy = -(w_t * torch.log(w_t.clamp_min(1e-12))).sum(-1)
+            kl = (cross_entropy - entropy)[rows].mean()
+            diff = (out_s - out_t).transpose(1, 2)[real]  # (real tokens, H, D)
+            error = diff.norm() / out_t.transpose(1, 2)[real].norm().clamp_min(1e-12)
+            self.kl[path].append(kl.item())
+            self.error[path].append(error.item())
+            if self.loss == "weights":
+                self.losses.append(cross_entropy[rows].mean())
+            elif self.loss == "outputs":
+                self.losses.append(diff.square().mean())
+            return out_t
+        return attend
+
+
+def attention_transfer(model: nn.Module, loss: str | None = None) -> _Transfer:
+    """A context in which every Q/K/V mechanism of ``model`` (:func:`swapped_mechanisms`) learns from its softmax
+    teacher on its own Q, K, V (``loss``: ``"weights"`` or ``"outputs"``; None only measures the gaps) and passes
+    the teacher's output on."""
+    mechanisms = swapped_mechanisms(model)
+    if not mechanisms:
+        raise ValueError("attention_transfer: the model has no Q/K/V mechanism (a tokenmix model's, or one put in "
+                         "by tokenmix.replace_attention)")
+    return _Transfer(mechanisms, loss)
+
+
+def feature_map_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The learned feature maps' parameters (``phi*``) of every Q/K/V mechanism of ``model``: what a transfer trains."""
+    return [p for mixer in swapped_mechanisms(model).values() for n, p in mixer.named_parameters()
+            if n.startswith("phi")]
