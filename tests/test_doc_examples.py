@@ -116,3 +116,10 @@ def test_doctests_pass():
         failed, tried = failed + result.failed, tried + result.attempted
     assert failed == 0
     assert tried >= 2  # the examples of models/patterns.py at least
+
+
+@pytest.mark.parametrize("where,code", _blocks("toml"), ids=lambda v: v if "#" in str(v) else None)
+def test_toml_blocks_parse(where, code):
+    import tomllib
+
+    tomllib.loads(code)
