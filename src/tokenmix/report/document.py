@@ -215,14 +215,15 @@ def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> lis
               ""]
     head = ["paper", "claims", *COUNTED]
     lines += table(head, [[heading, str(sum(t.values())), *(str(t[v]) for v in COUNTED)]
-                          for heading, t in counts.items()])
+                          for heading, t in counts.items() if sum(t.values())])  # beyond the seeds: none
     return lines
 
 
-def coverage_row(paper: PaperText, outcomes: dict[str, Outcome]) -> list[str]:
-    """One paper's line of the coverage table: its ledger's items tested, partly, not here."""
+def coverage_row(paper: PaperText, outcomes: dict[str, Outcome], beyond: bool = False) -> list[str]:
+    """One paper's line of the coverage table: its ledger's items tested, partly, not here (``beyond``: a group
+    beyond the seed papers, whose claims are all added ones)."""
     if not paper.ledger:
-        return [paper.heading, "no ledger", "—", "—", "—"]
+        return [paper.heading, "no ledger (beyond the seeds)" if beyond else "no ledger", "—", "—", "—"]
     counts = coverage(paper, outcomes)
     return [paper.heading, str(len(paper.ledger)), *(str(counts[k]) for k in (TESTED, PARTLY, NOT_HERE))]
 
@@ -261,7 +262,7 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
             body += PAPER_EXTRAS[paper.key](data) + [""]
         outcomes = {o.claim.text: o for study in studies for o in done[study.name][1] or []}
         body += ledger_section(paper, outcomes, known={c.text for study in studies for c in study.claims})
-        coverage_rows.append(coverage_row(paper, outcomes))
+        coverage_rows.append(coverage_row(paper, outcomes, all(c.added for study in studies for c in study.claims)))
     head = ["# Reproducing the seed papers' experiments", "", HEADER, "", "## Summary", "", *summary(results), "",
             *coverage_table(coverage_rows), "## How the verdicts are computed", "", RULES]
     return "\n".join(head + body).rstrip("\n") + "\n"
