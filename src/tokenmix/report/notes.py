@@ -51,7 +51,8 @@ def provenance_note(found: ExperimentData) -> list[str]:
         same = sorted({v["rerun_code"] for v in g["reproduced"]})
         verified = []
         if g["reproduced"]:
-            verified.append(f"{len(g['reproduced'])} reruns reproduced it exactly (code {', '.join(same)})")
+            n = len(g["reproduced"])
+            verified.append(f"{n} rerun{'s' if n > 1 else ''} reproduced it exactly (code {', '.join(same)})")
         if g["differs"]:
             v = g["differs"][-1]
             verified.append(f"**{len(g['differs'])} differ** ({v['label']} seed {v['seed']}: {v['difference']})")
