@@ -119,7 +119,7 @@ class HFMechanism(nn.Module):
         if key.shape[2] != query.shape[2]:
             self._fail("decoding with a key/value cache of the model's own: in tokenmix.decoding(model), pass the "
                        "cache it gives (generate(..., past_key_values=cache))")
-        if mask is not None:
+        if mask is not None and not bool(mask.all()):
             self._fail("padding while decoding: every sequence takes its next token at each call (decode "
                        "unpadded sequences of one length)")
         if self.decoding_state is None:
@@ -145,11 +145,13 @@ def _repeat_heads(t: Tensor, heads: int) -> Tensor:
 
 
 def _real_tokens(padding: Tensor | None, key: Tensor) -> Tensor | None:
-    """The mask function's 2-D padding mask as the mechanism's (B, N_kv) bool mask; None when nothing is padded."""
+    """The mask function's 2-D padding mask as the mechanism's (B, N_kv) bool mask; None when nothing is padded
+    (looked at on the CPU only: on a GPU reading it would wait for the device, and an all-True mask computes the
+    same, as :meth:`tokenmix.mixers.Mixer.forward` does)."""
     if padding is None:
         return None
     mask = padding[:, -key.shape[2]:].to(device=key.device, dtype=torch.bool)
-    return None if bool(mask.all()) else mask
+    return None if mask.device.type == "cpu" and bool(mask.all()) else mask
 
 
 def tokenmix_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
@@ -246,11 +248,11 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
     """:func:`tokenmix.replace_attention` for a ``transformers`` model: give every self-attention module that calls
     the library's attention interface an :class:`HFMechanism` for ``name`` (causal where the module is), and switch
     the model to the ``"tokenmix"`` attention and mask functions; return how many modules were given one."""
-    if mixer_info(name).spatial or not isinstance(create_mixer(name, 8, num_heads=1, max_len=64), QKVMixer):
+    info = mixer_info(name)
+    if info.spatial or not isinstance(create_mixer(name, 8, num_heads=1, max_len=64), QKVMixer):
         raise ValueError(f"replace_attention: {name!r} is not a Q/K/V mechanism; in a Hugging Face model only the "
                          f"attention rule between the model's own queries, keys and values is replaced (mechanisms: "
                          f"{', '.join(_qkv_mechanisms())})")
-    info = mixer_info(name)
     dropout = _attention_dropout(model.config)
     if dropout > 0 and "attn_dropout" not in info.options and not ignore_dropout:
         raise ValueError(f"replace_attention: the model has attention dropout {dropout}, which {name!r} cannot apply "

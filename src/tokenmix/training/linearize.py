@@ -37,12 +37,11 @@ from tqdm.auto import tqdm
 
 from ..models.hf import HFMechanism, is_hf_model
 from ..models.replace import MixerAttention, replace_attention
-from .transfer import attention_transfer, feature_map_parameters, swapped_mechanisms
+from .transfer import METHOD_LOSS, attention_transfer, only_feature_maps, swapped_mechanisms
 
 __all__ = ["linearize", "LinearizeReport", "LayerGap", "METHODS", "swapped_mechanisms", "attention_transfer"]
 
 METHODS = {"t2r": "t2r", "hedgehog": "hedgehog", "lolcats": "hedgehog"}  # method -> its feature map
-_TRANSFER_LOSS = {"hedgehog": "weights", "lolcats": "outputs"}  # the methods with an attention-transfer stage
 
 
 @dataclass
@@ -189,8 +188,8 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
         raise ValueError(f"linearize: {name!r} has no learned feature map to fit; the methods train linear "
                          f"attention's (name='linear')")
     if transfer_steps is None:
-        transfer_steps = 100 if method in _TRANSFER_LOSS else 0
-    if method not in _TRANSFER_LOSS and transfer_steps:
+        transfer_steps = 100 if method in METHOD_LOSS else 0
+    if method not in METHOD_LOSS and transfer_steps:
         raise ValueError("linearize: T2R has no attention-transfer stage (it fine-tunes everything from the swap); "
                          "transfer_steps does not apply")
     for what, value in (("transfer_steps", transfer_steps), ("finetune_steps", finetune_steps),
@@ -226,23 +225,15 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     if not report.gaps_before:
         kl, error = _gaps(model, eval_data, eval_batches)
         report.gaps_before = {path: (kl[path], error[path]) for path in kl}
-    if method in _TRANSFER_LOSS and transfer_steps:
-        maps = feature_map_parameters(model)
-        trainable = {id(p) for p in maps}
-        frozen = [p for p in model.parameters() if id(p) not in trainable and p.requires_grad]
-        for p in frozen:
-            p.requires_grad_(False)
-        try:
-            def transfer_loss(batch: Any) -> Tensor:
-                with attention_transfer(model, _TRANSFER_LOSS[method]) as transfer:
-                    _call(model, batch)
-                return torch.stack(transfer.losses).mean()
+    if method in METHOD_LOSS and transfer_steps:
+        def transfer_loss(batch: Any) -> Tensor:
+            with attention_transfer(model, METHOD_LOSS[method]) as transfer:
+                _call(model, batch)
+            return torch.stack(transfer.losses).mean()
 
+        with only_feature_maps(model) as maps:
             _stage("transfer", model, maps, transfer_steps, transfer_lr, data, transfer_loss,
                    report.transfer_losses, checkpoint, checkpoint_every, report, progress)
-        finally:
-            for p in frozen:
-                p.requires_grad_(True)
     kl_after, error_after = _gaps(model, eval_data, eval_batches)
     report.layers = [LayerGap(p, report.gaps_before[p][0], kl_after[p], report.gaps_before[p][1], error_after[p])
                      for p in kl_after]

@@ -6,19 +6,22 @@ gives it. Used by :func:`tokenmix.linearize` and by experiment runs that start f
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
+from ..mixers.softmax import attention_mask
 from ..models.hf import HFMechanism
 from ..models.replace import MixerAttention
 
-__all__ = ["swapped_mechanisms", "attention_transfer", "feature_map_parameters", "TRANSFER_LOSSES"]
+__all__ = ["swapped_mechanisms", "attention_transfer", "feature_map_parameters", "only_feature_maps",
+           "METHOD_LOSS"]
 
-TRANSFER_LOSSES = ("weights", "outputs")
+METHOD_LOSS = {"hedgehog": "weights", "lolcats": "outputs"}  # the recipes with a transfer stage, and what it fits
 
 
 def swapped_mechanisms(model: nn.Module) -> dict[str, QKVMixer]:
@@ -37,21 +40,18 @@ def swapped_mechanisms(model: nn.Module) -> dict[str, QKVMixer]:
 
 
 def _teacher(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
-    """Softmax attention on the mechanism's own Q, K, V, computed plainly: (output, weights); rows of queries with
-    no key to see (padded queries, causally) are zero."""
-    n = q.shape[-2]
-    allowed = torch.ones(n, n, dtype=torch.bool, device=q.device)
-    if causal:
-        allowed = allowed.tril()
-    allowed = allowed[None, None] if mask is None else allowed[None, None] & mask[:, None, None, :]
+    """Softmax attention on the mechanism's own Q, K, V, computed plainly: (output, weights), with softmax
+    attention's own mask (a padded query sees itself: its row is read by no loss or output)."""
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1).nan_to_num(0.0)
+    allowed = attention_mask(q.shape[-2], mask, causal, q.device)
+    weights = (scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))).softmax(dim=-1)
     return weights @ v, weights
 
 
 class _Transfer:
     """While active, each swapped mechanism computes its softmax teacher and itself on the same Q, K, V, records
-    the losses, and returns the teacher's output."""
+    the loss (``loss``), or with ``loss=None`` each layer's gap (``kl``, ``error``), and returns the teacher's
+    output."""
 
     def __init__(self, mechanisms: dict[str, QKVMixer], loss: str | None) -> None:
         self.mechanisms, self.loss = mechanisms, loss
@@ -72,21 +72,22 @@ class _Transfer:
         def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
             q, k, v = q.detach(), k.detach(), v.detach()
             out_t, w_t = _teacher(q, k, v, mask, mixer.causal)
-            out_s = type(mixer)._attend(mixer, q, k, v, mask)
-            w_s = mixer._attention_weights(q, k, mask)
             real = torch.ones(q.shape[0], q.shape[-2], dtype=torch.bool, device=q.device) if mask is None else mask
             rows = real[:, None, :].expand(q.shape[0], q.shape[1], q.shape[-2])  # (B, H, N) real queries
-            cross_entropy = -(w_t * torch.log(w_s.clamp_min(1e-12))).sum(-1)
-            entropy = -(w_t * torch.log(w_t.clamp_min(1e-12))).sum(-1)
-            kl = (cross_entropy - entropy)[rows].mean()
-            diff = (out_s - out_t).transpose(1, 2)[real]  # (real tokens, H, D)
-            error = diff.norm() / out_t.transpose(1, 2)[real].norm().clamp_min(1e-12)
-            self.kl[path].append(kl.item())
-            self.error[path].append(error.item())
+            if self.loss != "outputs":  # the student's weights: the loss of "weights", or the measured KL
+                w_s = mixer._attention_weights(q, k, mask)
+                cross_entropy = -(w_t * torch.log(w_s.clamp_min(1e-12))).sum(-1)
+            if self.loss != "weights":  # the student's outputs: the loss of "outputs", or the measured error
+                out_s = type(mixer)._attend(mixer, q, k, v, mask)
+                diff = (out_s - out_t).transpose(1, 2)[real]  # (real tokens, H, D)
             if self.loss == "weights":
                 self.losses.append(cross_entropy[rows].mean())
             elif self.loss == "outputs":
                 self.losses.append(diff.square().mean())
+            else:  # measuring only: each layer's gap, read once per call
+                entropy = -(w_t * torch.log(w_t.clamp_min(1e-12))).sum(-1)
+                self.kl[path].append((cross_entropy - entropy)[rows].mean().item())
+                self.error[path].append((diff.norm() / out_t.transpose(1, 2)[real].norm().clamp_min(1e-12)).item())
             return out_t
         return attend
 
@@ -100,6 +101,22 @@ def attention_transfer(model: nn.Module, loss: str | None = None) -> _Transfer:
         raise ValueError("attention_transfer: the model has no Q/K/V mechanism (a tokenmix model's, or one put in "
                          "by tokenmix.replace_attention)")
     return _Transfer(mechanisms, loss)
+
+
+@contextlib.contextmanager
+def only_feature_maps(model: nn.Module) -> Iterator[list[nn.Parameter]]:
+    """Within it, only the learned feature maps of ``model`` are trainable (every other parameter that was is
+    frozen, and trainable again on leaving); yields the maps' parameters."""
+    maps = feature_map_parameters(model)
+    trainable = {id(p) for p in maps}
+    frozen = [p for p in model.parameters() if id(p) not in trainable and p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        yield maps
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
 
 
 def feature_map_parameters(model: nn.Module) -> list[nn.Parameter]:

@@ -39,13 +39,13 @@ from .sweep import RESULT_FILE, compare, plan, run_dir
 __all__ = ["choose", "choose_per_code", "verify", "verify_plan"]
 
 
-def choose(rows: list[dict[str, str]], k: int) -> list[dict[str, str]]:
-    """Up to ``k`` of one label's ``rows`` (in file order): the code versions in order of first appearance,
-    taken in turn, each giving its smallest seed not yet taken."""
-    by_code: dict[str, list[dict[str, str]]] = {}
+def _in_turn(rows: list[dict[str, str]], key: str, k: int) -> list[dict[str, str]]:
+    """Up to ``k`` of ``rows``, grouped by ``row[key]`` (groups in order of first appearance), the groups taken
+    in turn, each giving its smallest seed not yet taken."""
+    groups: dict[str, list[dict[str, str]]] = {}
     for row in rows:
-        by_code.setdefault(row.get("code", ""), []).append(row)
-    queues = [sorted(group, key=lambda r: int(r["seed"])) for group in by_code.values()]
+        groups.setdefault(row.get(key, ""), []).append(row)
+    queues = [sorted(group, key=lambda r: int(r["seed"])) for group in groups.values()]
     chosen: list[dict[str, str]] = []
     while len(chosen) < k and any(queues):
         for queue in queues:
@@ -54,25 +54,21 @@ def choose(rows: list[dict[str, str]], k: int) -> list[dict[str, str]]:
     return chosen
 
 
+def choose(rows: list[dict[str, str]], k: int) -> list[dict[str, str]]:
+    """Up to ``k`` of one label's ``rows`` (in file order): the code versions in order of first appearance,
+    taken in turn, each giving its smallest seed not yet taken."""
+    return _in_turn(rows, "code", k)
+
+
 def choose_per_code(rows: list[dict[str, str]], k: int, checked: set[str]) -> list[dict[str, str]]:
-    """Up to ``k`` of ``rows`` for each code version not in ``checked``: per code, its labels in turn (in file
-    order), each giving its smallest seed not yet taken."""
+    """Up to ``k`` of ``rows`` for each code version not in ``checked``: per code, its labels in turn (the label
+    with the smallest seed first), each giving its smallest seed not yet taken."""
     by_code: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         if row.get("code", "") not in checked:
             by_code.setdefault(row.get("code", ""), []).append(row)
-    chosen: list[dict[str, str]] = []
-    for group in by_code.values():
-        by_label: dict[str, list[dict[str, str]]] = {}
-        for row in sorted(group, key=lambda r: int(r["seed"])):
-            by_label.setdefault(row["label"], []).append(row)
-        queues, taken = list(by_label.values()), []
-        while len(taken) < k and any(queues):
-            for queue in queues:
-                if queue and len(taken) < k:
-                    taken.append(queue.pop(0))
-        chosen += taken
-    return chosen
+    return [row for group in by_code.values()
+            for row in _in_turn(sorted(group, key=lambda r: int(r["seed"])), "label", k)]
 
 
 def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: int = 1, per: str = "label"

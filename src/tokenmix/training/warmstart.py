@@ -30,12 +30,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..mixers.base import Mixer
-from .transfer import attention_transfer, feature_map_parameters
+from .transfer import METHOD_LOSS, attention_transfer, feature_map_parameters, only_feature_maps
 
 __all__ = ["WARM_KEYS", "split_warm_start", "check_warm_start", "teacher_file", "load_teacher", "transfer_stage"]
 
 WARM_KEYS = ("init_from", "transfer")
-_TRANSFER_LOSS = {"hedgehog": "weights", "lolcats": "outputs"}
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "proj")
 
 
@@ -64,8 +63,8 @@ def check_warm_start(label: str, warm: dict[str, Any]) -> None:
             fail("transfer needs init_from: it teaches the feature maps a trained softmax model's attention")
         if not isinstance(transfer, dict) or set(transfer) - {"method", "steps", "lr"} or "method" not in transfer:
             fail(f"transfer must be a table with method (and optionally steps, lr); got {transfer!r}")
-        if transfer["method"] not in _TRANSFER_LOSS:
-            fail(f"transfer method must be one of {', '.join(_TRANSFER_LOSS)}, got {transfer['method']!r}")
+        if transfer["method"] not in METHOD_LOSS:
+            fail(f"transfer method must be one of {', '.join(METHOD_LOSS)}, got {transfer['method']!r}")
         steps = transfer.get("steps", 100)
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             fail(f"transfer steps must be a positive int, got {steps!r}")
@@ -124,23 +123,17 @@ def transfer_stage(model: nn.Module, task: Any, transfer: dict[str, Any], *, bat
                    progress: bool = False) -> list[float]:
     """Train only the feature maps of ``model`` to reproduce each layer's softmax teacher on the task's training
     batches (``transfer``: method, steps, lr); returns the loss of each step."""
-    maps = feature_map_parameters(model)
-    if not maps:
+    if not feature_map_parameters(model):
         raise ValueError("transfer: the model's mechanisms have no learned feature map to train (linear with "
                          "feature_map = 'hedgehog' or 't2r')")
-    trainable = {id(p) for p in maps}
-    frozen = [p for p in model.parameters() if id(p) not in trainable and p.requires_grad]
-    optimizer = torch.optim.AdamW(maps, lr=float(transfer.get("lr", 1e-2)), weight_decay=0.0)
     steps, losses, epoch = int(transfer.get("steps", 100)), [], 0
-    for p in frozen:
-        p.requires_grad_(False)
     model.train()
-    try:
-        bar = tqdm(total=steps, desc="attention transfer", disable=not progress)
+    with only_feature_maps(model) as maps, tqdm(total=steps, desc="attention transfer", disable=not progress) as bar:
+        optimizer = torch.optim.AdamW(maps, lr=float(transfer.get("lr", 1e-2)), weight_decay=0.0)
         while len(losses) < steps:
             for batch in task.batches("train", batch_size, shuffle=True, seed=seed * 1000 + 500 + epoch,
                                       drop_last=True):
-                with attention_transfer(model, _TRANSFER_LOSS[transfer["method"]]) as teacher:
+                with attention_transfer(model, METHOD_LOSS[transfer["method"]]) as teacher:
                     task.logits(model, batch)
                 loss = torch.stack(teacher.losses).mean()
                 optimizer.zero_grad(set_to_none=True)
@@ -151,8 +144,4 @@ def transfer_stage(model: nn.Module, task: Any, transfer: dict[str, Any], *, bat
                 if len(losses) == steps:
                     break
             epoch += 1
-        bar.close()
-    finally:
-        for p in frozen:
-            p.requires_grad_(True)
     return losses
