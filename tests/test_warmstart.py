@@ -83,3 +83,27 @@ def test_what_does_not_fit_is_refused_by_name(teacher, tmp_path):
     plain = build_model(task, load_experiment(None, [*TINY, "mixers=['linear']"]).runs(task.info.kind)[0])
     with pytest.raises(ValueError, match="no learned feature map"):
         transfer_stage(plain, task, {"method": "hedgehog", "steps": 1}, batch_size=16, seed=0)
+
+
+def test_skip_leaves_a_head_of_another_shape_at_its_initialisation(teacher):
+    root, weights = teacher
+    experiment = load_experiment(None, [*TINY, "name='student'", "mixers=['softmax']"])
+    task = make_task(experiment, 0)
+    model = build_model(task, experiment.runs(task.info.kind)[0])
+    model.head = torch.nn.Linear(model.head.in_features, 7)  # another number of classes
+    head_before = {n: p.detach().clone() for n, p in model.head.named_parameters()}
+    with pytest.raises(ValueError, match="shapes differ: head"):
+        load_teacher(model, weights)
+    load_teacher(model, weights, skip=["head"])
+    from safetensors.torch import load_file
+
+    teacher_state = load_file(str(weights))
+    own = model.state_dict()
+    assert all(torch.equal(own[k], v) for k, v in teacher_state.items() if not k.startswith("head."))
+    assert all(torch.equal(p, head_before[n]) for n, p in model.head.named_parameters())
+    with pytest.raises(ValueError, match=r"skip \['heads'\] names no weight"):
+        load_teacher(model, weights, skip=["heads"])
+    bad = load_experiment(None, [*TINY, "mixers=[{label='x', name='linear', model={init_from={experiment='t', "
+                                        "label='softmax', skip='head'}}}]"])
+    with pytest.raises(ValueError, match="'x'.*skip must be a list of module paths"):
+        build_model(task, bad.runs(task.info.kind)[0])

@@ -92,7 +92,7 @@ def _train_run(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: 
         warm = split_warm_start(run.model)[1]
         teacher = None
         if warm.get("init_from") is not None and not resume:  # a resumed run's checkpoint holds them
-            teacher = load_teacher(model, teacher_file(warm["init_from"], seed))
+            teacher = load_teacher(model, teacher_file(warm["init_from"], seed), warm["init_from"].get("skip", ()))
             if warm.get("transfer") is not None:
                 transfer_stage(model, task, warm["transfer"], batch_size=config.batch_size, seed=seed)
         last = [0.0]

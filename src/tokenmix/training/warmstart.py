@@ -8,7 +8,9 @@ A label's ``model`` table in an experiment file may hold:
   seed converts its own teacher). Every weight of the teacher must fit the run's model by name and shape: Q/K/V
   mechanisms share the projections' names, so a linear-attention model takes a softmax model's weights and only
   its mechanism's own parameters (learned feature maps, SE-K) keep their initialisation. Anything else (another
-  width, a weight the model does not have) is an error naming the weights.
+  width, a weight the model does not have) is an error naming the weights. ``skip = ["head", ...]`` leaves the
+  weights under those module paths out on both sides (a classifier's head for another number of classes, say):
+  the run's own keep their initialisation; a path that names no weight of either is an error.
 * ``transfer = { method = "hedgehog" | "lolcats", steps = N, lr = 0.01 }`` (with ``init_from``): before training,
   N steps of attention transfer (:mod:`tokenmix.training.transfer`) on the task's training batches train the
   feature maps alone to reproduce each layer's softmax teacher; the training that follows is the fine-tuning.
@@ -52,8 +54,12 @@ def check_warm_start(label: str, warm: dict[str, Any]) -> None:
     init, transfer = warm.get("init_from"), warm.get("transfer")
     if init is not None:
         if not isinstance(init, dict) or not {"experiment", "label"} <= set(init) or \
-                set(init) - {"experiment", "label", "seed", "runs"}:
-            fail(f"init_from must be a table with experiment and label (and optionally seed, runs); got {init!r}")
+                set(init) - {"experiment", "label", "seed", "runs", "skip"}:
+            fail(f"init_from must be a table with experiment and label (and optionally seed, runs, skip); "
+                 f"got {init!r}")
+        skip = init.get("skip", [])
+        if not isinstance(skip, list) or not all(isinstance(p, str) and p and not p.endswith(".") for p in skip):
+            fail(f"init_from's skip must be a list of module paths such as ['head'], got {skip!r}")
         if not all(isinstance(init[k], str) for k in ("experiment", "label")):
             fail("init_from's experiment and label must be strings")
         if "seed" in init and (isinstance(init["seed"], bool) or not isinstance(init["seed"], int)):
@@ -99,12 +105,23 @@ def _mechanism_only(model: nn.Module, missing: list[str]) -> list[str]:
     return wrong
 
 
-def load_teacher(model: nn.Module, path: Path) -> str:
-    """Load the teacher's weights into ``model`` (see the module docstring); return the file's SHA-256."""
+def _under(name: str, paths: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in paths)
+
+
+def load_teacher(model: nn.Module, path: Path, skip: tuple[str, ...] | list[str] = ()) -> str:
+    """Load the teacher's weights into ``model`` (see the module docstring), leaving out those under the module
+    paths ``skip`` on both sides; return the file's SHA-256."""
     from safetensors.torch import load_file
 
+    skip = tuple(skip)
     state = load_file(str(path))
     own = model.state_dict()
+    unused = [p for p in skip if not any(_under(k, (p,)) for k in (*state, *own))]
+    if unused:
+        raise ValueError(f"init_from: skip {unused} names no weight of {path} or of the model")
+    state = {k: v for k, v in state.items() if not _under(k, skip)}
+    own = {k: v for k, v in own.items() if not _under(k, skip)}
     shapes = [f"{k} {tuple(v.shape)} vs {tuple(own[k].shape)}" for k, v in state.items()
               if k in own and own[k].shape != v.shape]
     unexpected = [k for k in state if k not in own]
