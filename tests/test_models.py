@@ -502,3 +502,39 @@ def test_classifier_learns_token_presence() -> None:
     with torch.no_grad():
         accuracy = (model(ids).argmax(-1) == label).float().mean().item()
     assert accuracy > 0.9, accuracy
+
+
+@pytest.mark.parametrize("mixer", ["softmax", "linear"])
+def test_token_pooling_gives_each_position_its_logits_and_padding_stays_invisible(mixer: str) -> None:
+    torch.manual_seed(3)
+    model = SequenceClassifier(VOCAB, 5, mixer, 8, 2, max_len=9, pooling="tokens").eval()
+    ids = ids_(3, 9, seed=4)
+    lengths = [9, 6, 2]
+    mask = torch.arange(9)[None, :] < torch.tensor(lengths)[:, None]
+    logits = model(ids, mask)
+    assert logits.shape == (3, 9, 5) and torch.count_nonzero(logits[~mask]) == 0
+    torch.testing.assert_close(logits, model.head(model.encode(ids, mask)) * mask[..., None], rtol=0, atol=0)
+    other = torch.where(mask, ids, ids_(3, 9, seed=5))
+    torch.testing.assert_close(model(other, mask), logits, rtol=1e-5, atol=1e-5)
+    for row, n in enumerate(lengths):
+        torch.testing.assert_close(logits[row:row + 1, :n], model(ids[row:row + 1, :n]), rtol=1e-5, atol=1e-5)
+    # the encoder's weights are the mean-pooling classifier's, name for name; only the head's shape differs
+    classifier = SequenceClassifier(VOCAB, 2, mixer, 8, 2, max_len=9, pooling="mean")
+    tokens, pooled = model.state_dict(), classifier.state_dict()
+    assert tokens.keys() == pooled.keys()
+    assert [k for k in tokens if tokens[k].shape != pooled[k].shape] == ["head.weight", "head.bias"]
+
+
+def test_the_two_tower_classifier_refuses_token_pooling() -> None:
+    from tokenmix.models import DualEncoderClassifier
+
+    with pytest.raises(ValueError, match="DualEncoderClassifier: pooling must be one of"):
+        DualEncoderClassifier(VOCAB, 2, "softmax", 8, 1, max_len=6, pooling="tokens")
+
+
+def test_a_sequence_classification_task_refuses_token_pooling() -> None:
+    from tokenmix.tasks import create_task
+
+    task = create_task("listops", preset="quick", train_size=8, val_size=4, test_size=4, min_length=5, max_length=20)
+    with pytest.raises(ValueError, match="task 'listops': pooling 'tokens' gives logits per position"):
+        task.build_model("softmax", dim=8, depth=1, model_options={"pooling": "tokens"})

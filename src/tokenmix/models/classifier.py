@@ -34,7 +34,9 @@ class SequenceClassifier(nn.Module):
         pooling: ``"cls"`` prepends a learned CLS token (real, position 0; the mixers get ``max_len + 1``
             so that ``max_len`` counts input tokens only) and classifies its output; ``"mean"`` averages
             the real tokens; ``"first"`` takes the first token's output (Yamada et al. (2022) section 3.2.1), zero if it
-            is padding.
+            is padding; ``"tokens"`` pools nothing: the head reads every position's output, so ``forward`` returns
+            ``(B, N, num_classes)`` logits, zero at padded positions (token tagging; with ``num_classes`` the
+            vocabulary, a masked language model whose weights fit a classifier of the same encoder by name).
         pad_id: when given and ``forward`` gets no mask, ``mask = ids != pad_id``.
         mixer: a registry name, or a layer pattern repeated over ``depth`` (see
             :mod:`tokenmix.models.patterns`, e.g. ``["linear", "softmax"]``).
@@ -45,6 +47,8 @@ class SequenceClassifier(nn.Module):
     ``forward(ids, mask=None)``: ``ids`` (B, N) integer with N <= ``max_len``; ``mask`` (B, N) bool,
     True = real token. Returns logits ``(B, num_classes)``. See the module docstring for padding.
     """
+
+    poolings: tuple[str, ...] = (*POOLINGS, "tokens")
 
     def __init__(
         self,
@@ -71,8 +75,8 @@ class SequenceClassifier(nn.Module):
             check_positive_int(value, what, owner)
         check_dropout(dropout, owner)
         check_init_std(init_std, owner)
-        if pooling not in POOLINGS:
-            raise ValueError(f"{owner}: pooling must be one of {POOLINGS}, got {pooling!r}")
+        if pooling not in self.poolings:
+            raise ValueError(f"{type(self).__name__}: pooling must be one of {self.poolings}, got {pooling!r}")
         if positional not in POSITIONALS:
             raise ValueError(f"{owner}: positional must be one of {POSITIONALS}, got {positional!r}")
         if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int)
@@ -102,11 +106,18 @@ class SequenceClassifier(nn.Module):
         return nn.Linear(dim, num_classes)
 
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
-        """``ids`` (B, N) integer, ``mask`` (B, N) bool or None -> logits (B, num_classes)."""
-        return self.head(self.encode(ids, mask))
+        """``ids`` (B, N) integer, ``mask`` (B, N) bool or None -> logits (B, num_classes); (B, N, num_classes)
+        with ``pooling="tokens"``, zero at padded positions."""
+        if self.pooling != "tokens":
+            return self.head(self.encode(ids, mask))
+        if mask is None and self.pad_id is not None:
+            mask = ids != self.pad_id
+        logits = self.head(self.encode(ids, mask))
+        return logits if mask is None else logits * mask[..., None].to(logits.dtype)
 
     def encode(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
-        """The pooled representation (B, dim) the head classifies: ``ids`` (B, N), ``mask`` (B, N) or None."""
+        """The pooled representation (B, dim) the head classifies (every position's, (B, N, dim), with
+        ``pooling="tokens"``): ``ids`` (B, N), ``mask`` (B, N) or None."""
         owner = type(self).__name__
         ids = check_ids(ids, self.vocab_size, self.max_len, owner)
         if mask is not None:
@@ -123,6 +134,8 @@ class SequenceClassifier(nn.Module):
         for block in self.blocks:
             x = block(x, block_mask)
         x = self.norm(x)
+        if self.pooling == "tokens":
+            return x
         if self.pooling == "cls":
             pooled = x[:, 0]
         elif self.pooling == "first":

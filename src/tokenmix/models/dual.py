@@ -9,6 +9,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from .classifier import SequenceClassifier
+from .layers import POOLINGS
 
 __all__ = ["DualEncoderClassifier"]
 
@@ -21,6 +22,8 @@ class DualEncoderClassifier(SequenceClassifier):
     ``forward(ids, mask=None)``: ``ids`` (B, 2 N), the first document in ``[:, :N]`` and the second in
     ``[:, N:]``, each right-padded; ``mask`` (B, 2 N) bool, True = real token. The two documents go through the
     encoder as one batch of 2 B, so both are read by the same weights."""
+
+    poolings = POOLINGS  # each document is pooled to one vector: no "tokens"
 
     def _make_head(self, dim: int, num_classes: int) -> nn.Module:
         return nn.Sequential(nn.Linear(4 * dim, dim), nn.ReLU(), nn.Linear(dim, num_classes))

@@ -251,6 +251,8 @@ class Task:
                               max_len=self.max_len, mixer_options=mixer_options)
         if kind == "classification":
             options.setdefault("pooling", "mean")
+            if options["pooling"] == "tokens":
+                self._fail("pooling 'tokens' gives logits per position; this task classifies whole sequences")
             network = DualEncoderClassifier if self.pair_input else SequenceClassifier
             return _construct(network, self, options, self.vocab_size, self.num_classes, mixer, dim,
                               depth, num_heads=num_heads, max_len=self.max_len, mixer_options=mixer_options)
