@@ -48,32 +48,16 @@ def test_the_gpu_computes_what_the_cpu_computes(name, causal):
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
 
 
-class _TinyLM(nn.Module):
-    def __init__(self, vocab: int = 30, width: int = 16, length: int = 12) -> None:
-        super().__init__()
-        self.tokens, self.positions = nn.Embedding(vocab, width), nn.Embedding(length, width)
-        layer = nn.TransformerEncoderLayer(width, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-        self.head = nn.Linear(width, vocab)
-
-    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
-        n = ids.shape[1]
-        x = self.tokens(ids) + self.positions(torch.arange(start, start + n, device=ids.device))
-        mask = nn.Transformer.generate_square_subsequent_mask(n, device=ids.device)
-        return self.head(self.encoder(x, mask=mask, is_causal=n > 1))
-
-
 @pytest.mark.parametrize("name", CAUSAL_QKV)
 def test_step_decoding_on_the_gpu_gives_the_whole_sequence_forward(name):
-    torch.manual_seed(0)
-    model = _TinyLM().eval()
-    tokenmix.replace_attention(model, name, causal=True, max_len=12)
-    model.cuda()
-    ids = torch.randint(0, 30, (3, 12), device="cuda")
+    from test_decoding import LENGTH, VOCAB, _model
+
+    model = _model(name).cuda()
+    ids = torch.randint(0, VOCAB, (3, LENGTH), device="cuda")
     with torch.no_grad():
         full = model(ids)
         with tokenmix.decoding(model):
-            steps = [model(ids[:, :5])] + [model(ids[:, t:t + 1], start=t) for t in range(5, 12)]
+            steps = [model(ids[:, :5])] + [model(ids[:, t:t + 1], start=t) for t in range(5, LENGTH)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-5)
 
 
@@ -82,15 +66,11 @@ def test_a_hugging_face_llama_decodes_with_its_cache_on_the_gpu(name):
     transformers = pytest.importorskip("transformers")
     if int(transformers.__version__.split(".")[0]) < 5:
         pytest.skip("the [hf] extra needs transformers >= 5")
-    config = transformers.LlamaConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, intermediate_size=40, max_position_embeddings=64,
-                                      bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
-    model.set_attn_implementation("eager")
-    model = model.eval().cuda()
+    from test_hf_models import VOCAB, _model
+
+    model = _model("llama").eval().cuda()
     tokenmix.replace_attention(model, name)
-    ids = torch.randint(2, 40, (2, 10), device="cuda")
+    ids = torch.randint(2, VOCAB, (2, 10), device="cuda")
     with torch.no_grad():
         full = model(ids).logits
         out = model(ids[:, :6], use_cache=True)

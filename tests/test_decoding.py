@@ -26,8 +26,8 @@ class TinyLM(nn.Module):
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         n = ids.shape[1]
-        x = self.tokens(ids) + self.positions(torch.arange(start, start + n))
-        mask = nn.Transformer.generate_square_subsequent_mask(n)
+        x = self.tokens(ids) + self.positions(torch.arange(start, start + n, device=ids.device))
+        mask = nn.Transformer.generate_square_subsequent_mask(n, device=ids.device)
         return self.head(self.encoder(x, mask=mask, is_causal=n > 1))
 
 

@@ -110,14 +110,13 @@ class SequenceClassifier(nn.Module):
         with ``pooling="tokens"``, zero at padded positions."""
         if self.pooling != "tokens":
             return self.head(self.encode(ids, mask))
-        if mask is None and self.pad_id is not None:
-            mask = ids != self.pad_id
-        logits = self.head(self.encode(ids, mask))
+        x, mask = self._outputs(ids, mask)
+        logits = self.head(x)
         return logits if mask is None else logits * mask[..., None].to(logits.dtype)
 
-    def encode(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
-        """The pooled representation (B, dim) the head classifies (every position's, (B, N, dim), with
-        ``pooling="tokens"``): ``ids`` (B, N), ``mask`` (B, N) or None."""
+    def _outputs(self, ids: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """Every position's final output (B, N, dim) (the CLS token first with ``pooling="cls"``) and the mask
+        it was computed with (from ``pad_id`` when none is given; with the CLS token's column)."""
         owner = type(self).__name__
         ids = check_ids(ids, self.vocab_size, self.max_len, owner)
         if mask is not None:
@@ -133,7 +132,12 @@ class SequenceClassifier(nn.Module):
         block_mask = mask_for_blocks(mask, self.mixer_names, owner)
         for block in self.blocks:
             x = block(x, block_mask)
-        x = self.norm(x)
+        return self.norm(x), mask
+
+    def encode(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The pooled representation (B, dim) the head classifies (every position's, (B, N, dim), with
+        ``pooling="tokens"``): ``ids`` (B, N), ``mask`` (B, N) or None."""
+        x, mask = self._outputs(ids, mask)
         if self.pooling == "tokens":
             return x
         if self.pooling == "cls":
