@@ -107,3 +107,24 @@ def test_skip_leaves_a_head_of_another_shape_at_its_initialisation(teacher):
                                         "label='softmax', skip='head'}}}]"])
     with pytest.raises(ValueError, match="'x'.*skip must be a list of module paths"):
         build_model(task, bad.runs(task.info.kind)[0])
+
+
+def test_a_missing_teacher_stops_the_sweep_before_any_run_trains(tmp_path):
+    experiment = _student(tmp_path / "nowhere", transfer="")
+    with pytest.raises(FileNotFoundError, match="run the teacher first"):
+        compare(experiment, tmp_path / "student", isolate=False, progress=False)
+    assert not (tmp_path / "student" / "runs").exists()
+
+
+def test_a_run_failing_in_its_process_stops_the_sweep_with_its_own_error_alone(teacher, tmp_path, monkeypatch):
+    import threading
+
+    root, _ = teacher
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    entry = (f"{{label='x', name='linear', model={{init_from={{experiment='teacher', label='softmax', "
+             f"runs='{root / 'teacher'}', skip=['nothing']}}}}}}")
+    experiment = load_experiment(None, [*TINY, "name='student'", f"mixers=[{entry}]"])
+    with pytest.raises(ValueError, match=r"skip \['nothing'\] names no weight"):
+        compare(experiment, tmp_path / "student", isolate=True, progress=False, jobs=1)
+    assert thread_errors == []  # the pool shut down without racing its own thread

@@ -34,9 +34,10 @@ PAPER_000_MIXER_OPTIONS: dict[str, Any] = {"out_proj": False, "normalize": False
 # ("single_layer": depth must then be 1), the model-class options it fixes unless the experiment sets them
 # ("options"), and whether the point-wise "mlp" baseline has a place in it ("baseline").
 MODEL_PROTOCOLS: dict[str, dict[str, Any]] = {
-    # The library's models: a mean-pooling encoder classifier, a pre-LN causal LM, a ViT over 4 x 4 patches.
-    "default": {"kinds": ("classification", "language_model", "image"), "network": None, "mixer": None,
-                "single_layer": False, "options": {}, "baseline": True},
+    # The library's models: a mean-pooling encoder classifier (per-position logits for masked language modelling), a
+    # pre-LN causal LM, a ViT over 4 x 4 patches.
+    "default": {"kinds": ("classification", "language_model", "masked_lm", "image"), "network": None,
+                "mixer": None, "single_layer": False, "options": {}, "baseline": True},
     "paper-000": {
         "kinds": ("classification",),  # Yamada et al. (2022) §3.2.2-3.2.3: text classification (GLUE, IMDb)
         "network": "RelationNet",  # Yamada et al. (2022) §3.2.1: embedding + PE, one mixer, one MLP, first token

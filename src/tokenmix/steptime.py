@@ -173,6 +173,8 @@ def _synthetic(shell: Task, length: int, batch: int, seed: int) -> Any:
     if kind == "language_model":
         return LMBatch(ids, torch.randint(0, shell.vocab_size, (batch, length), generator=g))
     mask = torch.ones(batch, length, dtype=torch.bool)
+    if kind == "masked_lm":  # every position predicted: the most a step can cost
+        return TokenBatch(ids, mask, torch.randint(0, shell.vocab_size, (batch, length), generator=g))
     return TokenBatch(ids, mask, torch.randint(0, shell.num_classes, (batch,), generator=g))
 
 

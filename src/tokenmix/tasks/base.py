@@ -5,10 +5,13 @@ A task is built by name, ``tokenmix.tasks.create_task(name, preset="quick", seed
 * ``splits``: ``{"train": ..., "val": ..., "test": ...}``, each a :class:`Split` of tensors;
 * ``batches(split, batch_size, *, shuffle, seed)``: an iterator of batches — :class:`TokenBatch`
   ``(ids, mask, labels)`` for sequence classification, :class:`LMBatch` ``(ids, targets)`` for language
-  modelling, :class:`ImageBatch` ``(images, labels)`` for images. The same seed gives the same batches
+  modelling, :class:`ImageBatch` ``(images, labels)`` for images; masked language modelling gives a
+  :class:`TokenBatch` whose ``labels`` are per position (``(B, N)``, the original token where the input was
+  masked, ``IGNORE_INDEX`` elsewhere). The same seed gives the same batches
   in the same order, whatever the model;
 * ``build_model(mixer, dim=, depth=, num_heads=, mixer_options=, protocol=, init_std=, model_options=)``: a
-  ``SequenceClassifier``, ``CausalLM`` or ``ViT`` sized for the task (vocabulary, classes, length), or a
+  ``SequenceClassifier`` (with ``pooling="tokens"`` and a class per vocabulary entry for masked language
+  modelling), ``CausalLM`` or ``ViT`` sized for the task (vocabulary, classes, length), or a
   paper's own network (``protocol="paper-000"``: ``RelationNet``; ``"paper-003"``:
   ``ContextualizerClassifier``; ``"paper-004"``: the ``CausalLM`` of Chen 2023 §6), with the settings
   :data:`tokenmix.protocols.MODEL_PROTOCOLS` gives each protocol;
@@ -39,17 +42,20 @@ from ..data.source import DataSource
 from ..protocols import MODEL_PROTOCOLS
 from ..validate import is_positive_int
 
-__all__ = ["TaskInfo", "Task", "TaskShape", "PlannedTask", "Split", "TokenBatch", "LMBatch", "ImageBatch",
+__all__ = ["KINDS", "IGNORE_INDEX", "TaskInfo", "Task", "TaskShape", "PlannedTask", "Split", "TokenBatch", "LMBatch", "ImageBatch",
            "register_task", "list_tasks", "task_info", "create_task", "planned_task", "task_class", "pad_sequences",
            "to_device"]
 
 SPLITS = ("train", "val", "test")
+KINDS = ("classification", "language_model", "masked_lm", "image")
+IGNORE_INDEX = -100  # a masked language model's label where nothing is predicted (cross_entropy's ignore_index)
 
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """What a task is: ``kind`` is "classification" (TokenBatch), "language_model" (LMBatch) or
-    "image" (ImageBatch); ``metric`` names what :meth:`Task.evaluate` reports first."""
+    """What a task is: ``kind`` is "classification" (TokenBatch), "language_model" (LMBatch), "masked_lm"
+    (TokenBatch with per-position labels) or "image" (ImageBatch); ``metric`` names what :meth:`Task.evaluate`
+    reports first."""
 
     name: str
     description: str
@@ -69,7 +75,7 @@ class TaskInfo:
 class TokenBatch:
     ids: Tensor  # (B, N) int64
     mask: Tensor  # (B, N) bool, True = real token
-    labels: Tensor  # (B,) int64
+    labels: Tensor  # (B,) int64; masked_lm: (B, N), the original token where predicted, IGNORE_INDEX elsewhere
 
 
 @dataclass
@@ -249,6 +255,12 @@ class Task:
         if settings["network"] == "ContextualizerClassifier":
             return _construct(ContextualizerClassifier, self, options, self.vocab_size, self.num_classes, dim,
                               max_len=self.max_len, mixer_options=mixer_options)
+        if kind == "masked_lm":
+            if options.setdefault("pooling", "tokens") != "tokens":
+                self._fail(f"a masked language model predicts every position: pooling must be 'tokens', got "
+                           f"{options['pooling']!r}")
+            return _construct(SequenceClassifier, self, options, self.vocab_size, self.vocab_size, mixer, dim,
+                              depth, num_heads=num_heads, max_len=self.max_len, mixer_options=mixer_options)
         if kind == "classification":
             options.setdefault("pooling", "mean")
             if options["pooling"] == "tokens":
@@ -276,16 +288,21 @@ class Task:
         return model(batch.images)
 
     def loss(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
-        """Mean cross-entropy of the batch (next-token cross-entropy for language modelling)."""
+        """Mean cross-entropy of the batch (next-token cross-entropy for language modelling; over the masked
+        positions for masked language modelling)."""
         logits = self.logits(model, batch)
         batch = to_device(batch, logits.device)
         if isinstance(batch, LMBatch):
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets.reshape(-1))
+        if self.info.kind == "masked_lm":
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.reshape(-1),
+                                   ignore_index=IGNORE_INDEX)
         return F.cross_entropy(logits, batch.labels)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str = "val", batch_size: int = 64) -> dict[str, float]:
-        """``{"loss": mean loss, metric: value}``: accuracy for classification/images, perplexity for LM."""
+        """``{"loss": mean loss, metric: value}``: accuracy for classification/images, perplexity for language
+        modelling (of the masked positions alone for masked language modelling)."""
         was_training = model.training
         model.eval()
         total_loss, correct, count = 0.0, 0, 0
@@ -296,6 +313,11 @@ class Task:
                 flat = logits.reshape(-1, logits.shape[-1])
                 total_loss += float(F.cross_entropy(flat, batch.targets.reshape(-1), reduction="sum"))
                 count += batch.targets.numel()
+            elif self.info.kind == "masked_lm":
+                labels = batch.labels.reshape(-1)
+                total_loss += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels,
+                                                    ignore_index=IGNORE_INDEX, reduction="sum"))
+                count += int((labels != IGNORE_INDEX).sum())
             else:
                 total_loss += float(F.cross_entropy(logits, batch.labels, reduction="sum"))
                 correct += int((logits.argmax(dim=-1) == batch.labels).sum())
@@ -304,7 +326,7 @@ class Task:
         if count == 0:
             self._fail(f"split {split!r} is empty")
         mean = total_loss / count
-        metric = math.exp(mean) if self.info.kind == "language_model" else correct / count
+        metric = math.exp(mean) if self.info.kind in ("language_model", "masked_lm") else correct / count
         return {"loss": mean, self.info.metric: metric}
 
     def describe(self) -> dict[str, Any]:
@@ -371,7 +393,7 @@ def register_task(name: str, *, description: str, kind: str, metric: str, source
     """Class decorator registering a :class:`Task` subclass; its options are its ``__init__`` keywords.
     ``seed_draws``: what the ``seed`` option draws, a clause that says whether the test set varies with it
     (e.g. "every example of every split (generated from it)", "nothing: the splits are the dataset's")."""
-    if kind not in ("classification", "language_model", "image"):
+    if kind not in KINDS:
         raise ValueError(f"task {name!r}: unknown kind {kind!r}")
     if not isinstance(seed_draws, str) or not seed_draws.strip():
         raise ValueError(f"task {name!r}: seed_draws must say what the task's seed draws")

@@ -48,6 +48,7 @@ from .executor import RESULT_FILE, die_with_parent, read_result, run_dir, run_on
 from .build import build_model, make_task, plan_task
 from .experiment import Experiment, RunSpec
 from .tomlfile import to_toml
+from .warmstart import split_warm_start, teacher_file
 from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
 from .locks import FolderLock
@@ -239,6 +240,10 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
     record = ResultsDir(results_dir, experiment.name, commit=commit) if results_dir is not None else None
     recorded = _recorded(record, experiment, task, planned, results, threads) if record is not None else {}
     todo = [p for p in planned if p.spec.key not in results and p.spec.key not in recorded]
+    for p in todo:  # a missing teacher stops the sweep here, before any run trains, saying which to run first
+        init_from = split_warm_start(p.spec.model)[1].get("init_from")
+        if init_from is not None and not (out / "runs" / p.spec.label / f"seed{p.spec.seed}").is_dir():
+            teacher_file(init_from, p.spec.seed)
     if results or recorded:
         print(f"{len(results) + len(recorded)} of {len(planned)} runs already finished in {out}"
               + (f" or {record.csv}" if record is not None else "") + f"; training the other {len(todo)}",
@@ -329,7 +334,7 @@ def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: i
             # training as orphans that a re-run would race; their checkpoints let the re-run resume them
             for process in list(getattr(pool, "_processes", {}).values()):
                 process.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)  # wait=False races the pool's own thread (a TypeError)
             raise
 
 
