@@ -126,3 +126,16 @@ def test_a_byte_classifier_starts_from_the_pretrained_encoder(novels, tmp_path):
                                                                 "seed0" / "best.safetensors"))
     assert pretrained["embedding.weight"].shape == tuned["embedding.weight"].shape == (VOCAB_SIZE, 16)
     assert pretrained["head.weight"].shape == (VOCAB_SIZE, 16) and tuned["head.weight"].shape[0] == 2  # two novels
+
+
+def test_the_step_time_harness_times_a_masked_language_model(novels):
+    from tokenmix.steptime import time_scaling
+    from tokenmix.training.experiment import Experiment
+
+    experiment = Experiment.from_dict({"name": "mlm", "seeds": [0], "task": {"name": "mlm", "source": str(novels),
+                                       "reviews": False, "length": 16}, "model": {"dim": 8, "depth": 1, "heads": 1},
+                                       "train": {"max_steps": 4, "batch_size": 2}, "report": {"baseline": False},
+                                       "mixers": ["linear"]})
+    rows = time_scaling(experiment, [8, 32], rounds=1, memory=False, min_run_time=1e-3)
+    assert [(r["label"], r["length"]) for r in rows] == [("linear", 8), ("linear", 32)]
+    assert all(r["step_s"] > 0 for r in rows)

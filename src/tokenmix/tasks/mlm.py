@@ -6,7 +6,8 @@ BERT's (Devlin et al., 2019, §3.1, "Task #1: Masked LM"): 15 % of the real posi
 of those, 80 % are replaced by a mask token, 10 % by a random byte and 10 % kept; the model predicts the original
 byte at the chosen positions only. Masks are drawn afresh for every batch from the batch seed (RoBERTa's dynamic
 masking, Liu et al. 2019 §4.1): the same seed gives the same masks, so a resumed run sees what an uninterrupted
-one would; evaluation batches (seed 0, no shuffling) have fixed masks, the same for every model.
+one would; evaluation batches (seed 0, no shuffling) have fixed masks for a given batch size, the same for every
+model (the evaluation batch size of one experiment file is one for all its labels).
 
 Text as bytes, as the reviews task encodes them (``unit="bytes"``): UTF-8 byte b is id b + 1, pad 0. The mask
 token is id 256, byte 0xFF, which no UTF-8 text contains (:data:`MASK_ID`), so the vocabulary is the reviews
