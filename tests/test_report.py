@@ -546,6 +546,11 @@ def test_the_rerun_command_goes_to_a_new_folder_with_its_expected_time(tmp_path)
     assert "measured on 2 CPU cores" in command and "--results docs/reproduction" not in command
     (tmp_path / f"{name}.csv").write_text("label,seed,steps,wall_s\n")
     assert "no expected time yet" in run_here(study, tmp_path)[-1]
+    assert "First the experiment" not in command  # it starts from no other experiment's weights
+    finetune = next(s for s in load_studies(ROOT / "experiments") if s.name == "001-kerformer-finetune")
+    assert run_here(finetune, tmp_path)[-1].startswith(
+        "- **Command.** First the experiment whose trained weights its labels start from (`init_from`): "
+        "`tokenmix compare --config experiments/001-kerformer-pretrain.toml`. To reproduce, run into a new folder")
 
 
 def test_rows_the_file_no_longer_gives_are_listed_and_never_pooled(tmp_path):

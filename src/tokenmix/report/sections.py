@@ -84,6 +84,10 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
                 f"the {estimate.recorded} runs in `{shown}` (measured on 2 CPU cores, evaluations not counted) over "
                 f"the {RERUN_JOBS} jobs" if estimate is not None else "no expected time yet: no runs recorded")
     rerun = f"runs/{study.name}-rerun"
+    teachers = sorted({r.model["init_from"]["experiment"] for r in runs if r.model.get("init_from")})
+    first = (f"First the experiment{'s' if len(teachers) > 1 else ''} whose trained weights its labels start from "
+             f"(`init_from`): {', '.join(f'`tokenmix compare --config experiments/{t}.toml`' for t in teachers)}. "
+             if teachers else "")
     if harness_only(study):
         return [f"- **Data.** {study.paper.data}",
                 f"- **Scale here** (`{study.file}`): task `{experiment.task['name']}` ({task}); model {model}; "
@@ -105,7 +109,7 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
                                    f"batch order only, so the intervals hold for this one test set, not for the "
                                    f"task."),
         f"- **The paper's scale.** {study.paper.scale}",
-        f"- **Command.** To reproduce, run into a new folder: `tokenmix compare --config {study.file} --results "
+        f"- **Command.** {first}To reproduce, run into a new folder: `tokenmix compare --config {study.file} --results "
         f"{rerun} --jobs {RERUN_JOBS}` ({expected}; run it again to resume; `--status` tells what is left); the "
         f"time claims: `tokenmix steptime --config {study.file}` (and `--lengths ...` for the scaling claims).",
     ]
