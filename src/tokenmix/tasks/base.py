@@ -42,9 +42,9 @@ from ..data.source import DataSource
 from ..protocols import MODEL_PROTOCOLS
 from ..validate import is_positive_int
 
-__all__ = ["KINDS", "IGNORE_INDEX", "TaskInfo", "Task", "TaskShape", "PlannedTask", "Split", "TokenBatch", "LMBatch", "ImageBatch",
-           "register_task", "list_tasks", "task_info", "create_task", "planned_task", "task_class", "pad_sequences",
-           "to_device"]
+__all__ = ["KINDS", "IGNORE_INDEX", "TaskInfo", "Task", "TaskShape", "PlannedTask", "Split", "TokenBatch", "LMBatch",
+           "ImageBatch", "register_task", "list_tasks", "task_info", "create_task", "planned_task", "task_class",
+           "pad_sequences", "to_device"]
 
 SPLITS = ("train", "val", "test")
 KINDS = ("classification", "language_model", "masked_lm", "image")

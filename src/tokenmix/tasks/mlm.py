@@ -53,7 +53,8 @@ PRESETS = {"quick": {"length": 128, "max_train": 4000, "max_eval": 256},
            "paper": {"length": 256, "max_train": None, "max_eval": 1000}}
 
 
-def mask_tokens(ids: Tensor, real: Tensor, generator: torch.Generator, rate: float = MASK_RATE) -> tuple[Tensor, Tensor]:
+def mask_tokens(ids: Tensor, real: Tensor, generator: torch.Generator,
+                rate: float = MASK_RATE) -> tuple[Tensor, Tensor]:
     """BERT's masking of ``ids`` (B, N) at the ``real`` (B, N) positions: (inputs, labels), where ``labels`` holds
     the original id at the chosen positions and ``IGNORE_INDEX`` elsewhere. Every row with a real position has at
     least one chosen (a short row would otherwise often have none). The draws depend on the shapes and the
