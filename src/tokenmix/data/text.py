@@ -188,13 +188,18 @@ class TextEncoder:
 
     @classmethod
     def fit(cls, unit: str, train_texts: Sequence[Text], *, vocab_size: int | None = None, min_count: int = 1,
-            pairs: bool = False) -> "TextEncoder":
+            pairs: bool = False, specials: Sequence[str] = ()) -> "TextEncoder":
+        """The encoder of ``unit`` fitted on ``train_texts``; ``specials`` (words only, e.g. ``("<mask>",)``)
+        reserve ids after ``<pad>``, ``<unk>`` (and ``<sep>`` for pairs) that no text encodes to."""
         if unit not in cls.UNITS:
             raise ValueError(f"unit must be one of {cls.UNITS}, got {unit!r}")
+        if specials and unit != "words":
+            raise ValueError(f"special tokens {list(specials)} need unit 'words' (bytes have a fixed vocabulary)")
         vocab = None
         if unit == "words":
             flat = (s for t in train_texts for s in (t if pairs else (t,)))
-            vocab = WordVocab.build(flat, vocab_size, min_count, specials=("<sep>",) if pairs else ())
+            reserved = (("<sep>",) if pairs else ()) + tuple(specials)
+            vocab = WordVocab.build(flat, vocab_size, min_count, specials=reserved)
         return cls(unit, vocab, pairs)
 
     def _one(self, text: str, max_len: int | None) -> list[int]:

@@ -287,16 +287,28 @@ class Task:
             return model(batch.ids)
         return model(batch.images)
 
+    def masked_predictions(self, model: nn.Module, batch: TokenBatch) -> tuple[Tensor, Tensor]:
+        """A masked language model's logits at the predicted positions (M, vocabulary) and their labels (M,).
+        A model with ``pooling="tokens"``, ``encode`` and ``head`` (a ``SequenceClassifier``) applies its head
+        to those positions alone (with a large vocabulary the head over every position costs more than the
+        encoder); any other model's full output is indexed."""
+        param = next(model.parameters(), None)
+        if param is not None:
+            batch = to_device(batch, param.device)
+        chosen = batch.labels != IGNORE_INDEX
+        if getattr(model, "pooling", None) == "tokens" and hasattr(model, "encode") and hasattr(model, "head"):
+            return model.head(model.encode(batch.ids, batch.mask)[chosen]), batch.labels[chosen]
+        return model(batch.ids, batch.mask)[chosen], batch.labels[chosen]
+
     def loss(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
         """Mean cross-entropy of the batch (next-token cross-entropy for language modelling; over the masked
         positions for masked language modelling)."""
+        if self.info.kind == "masked_lm":
+            return F.cross_entropy(*self.masked_predictions(model, batch))
         logits = self.logits(model, batch)
         batch = to_device(batch, logits.device)
         if isinstance(batch, LMBatch):
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.targets.reshape(-1))
-        if self.info.kind == "masked_lm":
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.reshape(-1),
-                                   ignore_index=IGNORE_INDEX)
         return F.cross_entropy(logits, batch.labels)
 
     @torch.no_grad()
@@ -307,17 +319,17 @@ class Task:
         model.eval()
         total_loss, correct, count = 0.0, 0, 0
         for batch in self.batches(split, batch_size):
+            if self.info.kind == "masked_lm":
+                logits, labels = self.masked_predictions(model, batch)
+                total_loss += float(F.cross_entropy(logits, labels, reduction="sum"))
+                count += labels.numel()
+                continue
             logits = self.logits(model, batch)
             batch = to_device(batch, logits.device)
             if isinstance(batch, LMBatch):
                 flat = logits.reshape(-1, logits.shape[-1])
                 total_loss += float(F.cross_entropy(flat, batch.targets.reshape(-1), reduction="sum"))
                 count += batch.targets.numel()
-            elif self.info.kind == "masked_lm":
-                labels = batch.labels.reshape(-1)
-                total_loss += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels,
-                                                    ignore_index=IGNORE_INDEX, reduction="sum"))
-                count += int((labels != IGNORE_INDEX).sum())
             else:
                 total_loss += float(F.cross_entropy(logits, batch.labels, reduction="sum"))
                 correct += int((logits.argmax(dim=-1) == batch.labels).sum())

@@ -60,14 +60,15 @@ def resolve_text_options(task: Task | type[Task], *, unit: str, preset: str, max
 def build_text_splits(task: Task, train: Sequence[tuple[Any, int]], test: Sequence[tuple[Any, int]], *,
                       unit: str, max_len: int, vocab_size: int | None, num_classes: int, val_fraction: float,
                       seed: int, pairs: bool = False, max_train: int | None = None,
-                      max_eval: int | None = None) -> None:
+                      max_eval: int | None = None, specials: Sequence[str] = ()) -> None:
     """Fill ``task.splits`` ("train", "val", "test"), ``vocab_size``, ``pad_id``, ``num_classes``,
     ``max_len`` and ``encoder`` from labelled ``(text, label)`` examples.
 
     ``val`` is a seeded random, class-stratified ``val_fraction`` of ``train``
     (:func:`~tokenmix.data.text.carve_validation`);
     then, when given, ``max_train`` / ``max_eval`` keep a seeded random subset of train / of val and
-    test. The word vocabulary is built from the remaining *train* texts only. HTML ``<br />`` breaks
+    test. The word vocabulary is built from the remaining *train* texts only (``specials``: ids it reserves, as
+    :meth:`~tokenmix.data.text.TextEncoder.fit`). HTML ``<br />`` breaks
     become spaces before encoding; truncation keeps the beginning (pairs: longest side first)."""
     train_idx, val_idx = carve_validation(len(train), val_fraction, seed, labels=[int(y) for _, y in train])
     parts = {"train": [train[i] for i in train_idx], "val": [train[i] for i in val_idx], "test": list(test)}
@@ -81,7 +82,8 @@ def build_text_splits(task: Task, train: Sequence[tuple[Any, int]], test: Sequen
         bad = sorted({y for _, y in rows if not 0 <= y < num_classes})
         if bad:
             task._fail(f"labels {bad} in the {name} split are outside 0..{num_classes - 1}")
-    encoder = TextEncoder.fit(unit, [t for t, _ in parts["train"]], vocab_size=vocab_size, pairs=pairs)
+    encoder = TextEncoder.fit(unit, [t for t, _ in parts["train"]], vocab_size=vocab_size, pairs=pairs,
+                              specials=specials)
     task.splits = {}
     longest = 0
     for name, rows in parts.items():
@@ -94,6 +96,13 @@ def build_text_splits(task: Task, train: Sequence[tuple[Any, int]], test: Sequen
     task.pad_id = encoder.pad_id
     task.num_classes = num_classes
     task.max_len = longest
+
+
+def _check_mask_token(task: Task | type[Task], mask_token: bool, unit: str) -> None:
+    if not isinstance(mask_token, bool):
+        task._fail(f"mask_token must be true or false, got {mask_token!r}")
+    if mask_token and unit != "words":
+        task._fail("mask_token applies to unit='words' only (bytes keep 0xFF, which no UTF-8 text holds, as the mask)")
 
 
 # The reviews as this module encodes them, so that the task can state its shape without them
@@ -136,6 +145,9 @@ class ReviewsTask(Task):
             the train split (12,789 with the default carve).
         val_fraction, seed: the validation carve (and nothing else: model init and batch order have
             their own seeds).
+        mask_token: words only: reserve ``<mask>`` (id 2) in the vocabulary, which no review encodes to, so that a
+            classifier's vocabulary is the masked language model's (the ``mlm`` task's ``unit="words"``, built
+            from the same options) and its embeddings fit the pretrained ones row for row.
         preset: ``"quick"`` (short sequences for a 2-core CPU) or ``"paper"``; both keep every review.
 
     Pad id 0; ``<br />`` tags become spaces before encoding.
@@ -144,29 +156,33 @@ class ReviewsTask(Task):
     data_source = REVIEWS_SOURCE
 
     def __init__(self, unit: str = "words", max_len: int | None = None, vocab_size: int | None = None,
-                 val_fraction: float = 0.1, preset: str = "quick", seed: int = 0) -> None:
+                 val_fraction: float = 0.1, preset: str = "quick", seed: int = 0, mask_token: bool = False) -> None:
         max_len, vocab_size = resolve_text_options(self, unit=unit, preset=preset, max_len=max_len,
                                                    vocab_size=vocab_size, val_fraction=val_fraction, seed=seed,
                                                    defaults=REVIEWS_DEFAULTS)
+        _check_mask_token(self, mask_token, unit)
         data = load_reviews()
         self.unit, self.preset, self.seed = unit, preset, seed
         build_text_splits(self, data["train"], data["test"], unit=unit, max_len=max_len, vocab_size=vocab_size,
-                          num_classes=2, val_fraction=val_fraction, seed=seed)
+                          num_classes=2, val_fraction=val_fraction, seed=seed,
+                          specials=("<mask>",) if mask_token else ())
 
     @classmethod
     def stated_shape(cls, unit: str = "words", max_len: int | None = None, vocab_size: int | None = None,
-                     val_fraction: float = 0.1, preset: str = "quick", seed: int = 0) -> TaskShape | None:
+                     val_fraction: float = 0.1, preset: str = "quick", seed: int = 0,
+                     mask_token: bool = False) -> TaskShape | None:
         """The shape from the options and what is known of the reviews (:data:`DEFAULT_DATA_FACTS`); None for
         a word vocabulary of another carve (only the data can tell its size)."""
         max_len, vocab_size = resolve_text_options(cls, unit=unit, preset=preset, max_len=max_len,
                                                    vocab_size=vocab_size, val_fraction=val_fraction, seed=seed,
                                                    defaults=REVIEWS_DEFAULTS)
+        _check_mask_token(cls, mask_token, unit)
         facts = DEFAULT_DATA_FACTS
         vocab = BYTE_VOCAB_SIZE
         if unit == "words":
             if (seed, val_fraction) != facts["default_carve"]:
                 return None
-            words = facts["train_word_types"] + 2  # with <pad> and <unk>
+            words = facts["train_word_types"] + 2 + mask_token  # with <pad>, <unk> (and <mask>)
             vocab = words if vocab_size is None else min(vocab_size, words)
         n_val = validation_size(REVIEW_ROWS["train"], val_fraction)
         sizes = {"train": REVIEW_ROWS["train"] - n_val, "val": n_val, "test": REVIEW_ROWS["test"]}
