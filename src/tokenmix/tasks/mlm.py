@@ -4,8 +4,8 @@ text.
 The pretraining step of a fine-tuning comparison in the manner of Gan et al. (2023) Table 4, where pretrained
 RoBERTa-style encoders (Liu et al., 2019) are fine-tuned with each mechanism in place of softmax. The objective is
 BERT's (Devlin et al., 2019, §3.1, "Task #1: Masked LM"): 15 % of the real positions of each example are chosen;
-of those, 80 % are replaced by a mask token, 10 % by a random byte and 10 % kept; the model predicts the original
-byte at the chosen positions only. Masks are drawn afresh for every batch from the batch seed (RoBERTa's dynamic
+of those, 80 % are replaced by a mask token, 10 % by a random token and 10 % kept; the model predicts the original
+token at the chosen positions only. Masks are drawn afresh for every batch from the batch seed (RoBERTa's dynamic
 masking, Liu et al. 2019 §4.1): the same seed gives the same masks, so a resumed run sees what an uninterrupted
 one would; evaluation batches (seed 0, no shuffling) have fixed masks for a given batch size, the same for every
 model (the evaluation batch size of one experiment file is one for all its labels).
@@ -20,7 +20,7 @@ same width and length name for name (the head aside) and its embeddings row for 
   reviews, ``<mask>`` at id 2 (:func:`word_encoder`); the fine-tuned classifier is built with those options. Words
   of the novels outside it are ``<unk>``, as in the classifier. Random replacements are words, never specials.
 
-Examples, ``length`` bytes each:
+Examples, ``length`` tokens each:
 
 * Austen: each novel is split by position as the "austen" task splits it (first 80 % train, next 10 % val, last
   10 % test), and each region is cut into consecutive, non-overlapping windows of ``length`` tokens (the last
@@ -54,7 +54,7 @@ MASK_ID = 256  # bytes: 0xFF + 1, a byte that valid UTF-8 never holds
 VOCAB_SIZE = 257  # bytes: pad + 256 byte values, as the reviews task's bytes
 UNITS = ("bytes", "words")
 MASK_RATE = 0.15  # Devlin et al. (2019) §3.1
-REPLACE = (0.8, 0.1)  # of the chosen positions: masked, random byte; the rest kept (Devlin et al. 2019 §3.1)
+REPLACE = (0.8, 0.1)  # of the chosen positions: masked, a random token; the rest kept (Devlin et al. 2019 §3.1)
 REVIEW_HELD_OUT = 0.05  # of the training reviews, to val and again to test
 # length: bytes / words per example; vocab_size: words (specials included), the reviews task's quick default
 PRESETS = {"quick": {"length": {"bytes": 128, "words": 64}, "max_train": 4000, "max_eval": 256, "vocab_size": 10_000},
