@@ -192,14 +192,17 @@ class Task:
         for start in range(0, stop, batch_size):
             yield self._batch(data, order[start:start + batch_size])
 
+    @staticmethod
+    def _padded(data: Split, index: Tensor) -> tuple[Tensor, Tensor]:
+        """Rows ``index`` of a right-padded token split, cut to their longest: (ids, mask)."""
+        lengths = data.lengths[index]
+        width = int(lengths.max())
+        return data.ids[index, :width], torch.arange(width)[None, :] < lengths[:, None]
+
     def _batch(self, data: Split, index: Tensor) -> TokenBatch | LMBatch | ImageBatch:
         kind = self.info.kind
         if kind == "classification":
-            lengths = data.lengths[index]
-            width = int(lengths.max())
-            ids = data.ids[index, :width]
-            mask = torch.arange(width)[None, :] < lengths[:, None]
-            return TokenBatch(ids, mask, data.labels[index])
+            return TokenBatch(*self._padded(data, index), data.labels[index])
         if kind == "language_model":
             window = data.ids[index]
             return LMBatch(window[:, :-1], window[:, 1:])
@@ -276,11 +279,15 @@ class Task:
         return _construct(ViT, self, options, (h, w), in_chans=c, num_classes=self.num_classes, mixer=mixer,
                           dim=dim, depth=depth, num_heads=num_heads, mixer_options=mixer_options)
 
+    @staticmethod
+    def _on_model_device(model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch
+                         ) -> TokenBatch | LMBatch | ImageBatch:
+        param = next(model.parameters(), None)
+        return batch if param is None else to_device(batch, param.device)
+
     def logits(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
         """The model's output on ``batch``, moved to the model's device first."""
-        param = next(model.parameters(), None)
-        if param is not None:
-            batch = to_device(batch, param.device)
+        batch = self._on_model_device(model, batch)
         if isinstance(batch, TokenBatch):
             return model(batch.ids, batch.mask)
         if isinstance(batch, LMBatch):
@@ -292,9 +299,7 @@ class Task:
         A model with ``pooling="tokens"``, ``encode`` and ``head`` (a ``SequenceClassifier``) applies its head
         to those positions alone (with a large vocabulary the head over every position costs more than the
         encoder); any other model's full output is indexed."""
-        param = next(model.parameters(), None)
-        if param is not None:
-            batch = to_device(batch, param.device)
+        batch = self._on_model_device(model, batch)
         chosen = batch.labels != IGNORE_INDEX
         if getattr(model, "pooling", None) == "tokens" and hasattr(model, "encode") and hasattr(model, "head"):
             return model.head(model.encode(batch.ids, batch.mask)[chosen]), batch.labels[chosen]

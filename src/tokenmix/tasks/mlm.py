@@ -46,7 +46,7 @@ from ..data.reviews import load_reviews
 from ..data.text import PAD_ID, TextEncoder, byte_encode, clean_html, subsample
 from ..validate import is_positive_int
 from .austen import FRACTIONS
-from .base import IGNORE_INDEX, SPLITS, Split, Task, TokenBatch, register_task
+from .base import IGNORE_INDEX, SPLITS, Split, Task, TokenBatch, pad_sequences, register_task
 
 __all__ = ["MaskedLMTask", "MASK_ID", "VOCAB_SIZE", "UNITS", "mask_tokens", "word_encoder", "PRESETS"]
 
@@ -156,10 +156,7 @@ class MaskedLMTask(Task):
                 self._fail(f"the {split} split is empty: the text is shorter than one window of {length} {unit}")
         self.splits = {}
         for split, rows in parts.items():
-            ids = torch.full((len(rows), length), PAD_ID, dtype=torch.long)
-            lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-            for i, row in enumerate(rows):
-                ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+            ids, lengths = pad_sequences(rows, PAD_ID)
             self.splits[split] = Split(ids=ids, lengths=lengths)
         self.pad_id, self.max_len = PAD_ID, length
 
@@ -167,9 +164,7 @@ class MaskedLMTask(Task):
         return byte_encode(text, max_len) if self.vocab is None else self.vocab.encode(text, max_len)
 
     def _batch(self, data: Split, index: Tensor) -> TokenBatch:
-        lengths = data.lengths[index]
-        ids = data.ids[index, :int(lengths.max())]
-        mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+        ids, mask = self._padded(data, index)
         return TokenBatch(ids, mask, ids)  # unmasked: batches() masks it
 
     def batches(self, split: str, batch_size: int, *, shuffle: bool = False, seed: int = 0,
