@@ -217,6 +217,18 @@ def test_effects_come_with_the_interval_of_the_claims_own_test():
     assert win.effect.estimate == pytest.approx(1.0 / 1.2) and win.effect.low > 0  # relative to b's mean
 
 
+def test_a_target_neither_label_reached_counts_as_no_difference_without_a_warning():
+    import warnings
+
+    from tokenmix.study.effects import shift_independent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "invalid value encountered in subtract" would raise here
+        e = shift_independent([math.inf] * 5, [math.inf] * 5)
+        assert e.estimate == 0.0
+        assert shift_independent([1.0, 2.0, 3.0, 4.0, 5.0], [math.inf] * 5).estimate < 0  # a reached, b never
+
+
 def test_inconclusive_says_why_and_what_would_decide_it():
     claims = [claim(text=f"claim {i}") for i in range(6)]
     outcomes = verdicts(claims, {"a": seeds(1.03, 1.02, 1.04), "b": seeds(1.0, 1.01, 0.99)})

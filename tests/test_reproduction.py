@@ -16,7 +16,8 @@ pytest.importorskip("scipy")
 
 from tokenmix.study import stats  # noqa: E402
 from tokenmix.report.document import render  # noqa: E402
-from tokenmix.report.measures import Run, Values, last_window_loss, read_csv, training_cost  # noqa: E402
+from tokenmix.report.measures import (Run, Values, cost_source, last_window_loss, read_csv,  # noqa: E402
+                                      training_cost)
 from tokenmix.study.verdict import HOLDS, OPEN, OPPOSITE, judge, smallest_p  # noqa: E402
 from tokenmix.study import power  # noqa: E402
 from tokenmix.study.claims import Claim  # noqa: E402
@@ -250,6 +251,13 @@ def test_training_cost_is_the_median_of_the_last_three_windows():
     assert training_cost(Run("x", 0, {}, [])) is None
     # the results' own column (median of the per-batch losses over the last cost_batches batches) comes first
     assert training_cost(Run("x", 0, {"train_cost": "3.25", "cost_batches": "2000"}, run.history)) == 3.25
+
+
+def test_the_cost_column_title_writes_its_batch_count_with_a_thousands_separator():
+    runs = [Run("x", seed, {"train_cost": "3.25", "cost_batches": "2000"}, []) for seed in (0, 1)]
+    assert cost_source(runs) == "median of the last 2,000 batches"
+    assert cost_source([Run("x", 0, {"train_cost": "3.25", "cost_batches": "500"}, [])]) == \
+        "median of the last 500 batches"
 
 
 # -- the document ------------------------------------------------------------------------------------------

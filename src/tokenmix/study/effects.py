@@ -85,8 +85,9 @@ def _interval(values: np.ndarray, k: int, level: float) -> Effect:
 
 def shift_independent(a: list[float], b: list[float], level: float = 0.95) -> Effect:
     """Hodges-Lehmann shift of ``a`` against ``b`` with the exact Mann-Whitney interval."""
-    differences = np.subtract.outer(np.asarray(a, float), np.asarray(b, float)).ravel()
-    differences = np.nan_to_num(differences, nan=0.0)  # inf - inf: both never reached the target
+    with np.errstate(invalid="ignore"):  # inf - inf: both never reached the target, counted as no difference
+        differences = np.subtract.outer(np.asarray(a, float), np.asarray(b, float)).ravel()
+    differences = np.nan_to_num(differences, nan=0.0)
     return _interval(differences, _cut(mann_whitney_null(len(a), len(b)), level), level)
 
 
