@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -132,6 +133,16 @@ def section(text: str, start: str) -> str:
 
 def _line(part: str, start: str) -> str:
     return next(x for x in part.splitlines() if x.startswith(start))
+
+
+def only(tmp_path: Path, *names: str) -> Path:
+    """A folder holding only these experiment files: the fixture's claims are then the whole Holm family, as
+    they would be in a report of these experiments alone (every file's claims count, run or not)."""
+    folder = tmp_path / "experiments"
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        shutil.copy(EXPERIMENTS / f"{name}.toml", folder)
+    return folder
 
 
 # -- statistics --------------------------------------------------------------------------------------------
@@ -282,7 +293,7 @@ def test_000_clear_win_holds_with_table_and_plot(tmp_path):
     data, out = tmp_path / "data", tmp_path / "doc" / "reproduction.md"
     data.mkdir()
     write_000(data, relation_steps=[0.010 + 0.001 * r for r in range(10)])
-    rp.main([str(data), "--out", str(out)])
+    rp.main([str(data), "--out", str(out), "--experiments", str(only(tmp_path, "000-time-to-accuracy"))])
     part = section(out.read_text(), "Yamada et al. (2022)")
     assert ("| label | mixer | seeds | params | plateaued | test accuracy | best val accuracy | steps to 0.6 (10 in a "
             "row) | time to 0.6 (s, harness) | s / epoch in training (not tested) | step (ms, harness) | s / epoch "
@@ -296,7 +307,22 @@ def test_000_clear_win_holds_with_table_and_plot(tmp_path):
     assert part.count("| **holds** |") == claims == 10  # the paper's 4, the 3 added slopes, the 3 last doublings
     assert (data / "img" / "000-time-to-accuracy-metric_vs_time.png").stat().st_size > 0
     assert "](../data/img/000-time-to-accuracy-metric_vs_time.png)" in part
-    assert "**Not run yet.**" in section(out.read_text(), "Chen (2023)")
+
+
+def test_claims_of_experiments_not_run_yet_count_in_the_one_holm_family(tmp_path):
+    """Holm's family is every paper claim of every experiment file, run or not: starting an experiment must not
+    change another claim's adjusted p (a claim not measured counts with p = 1)."""
+    from tokenmix.report.document import load_studies
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_000(data, relation_steps=[0.010 + 0.001 * r for r in range(10)])
+    studies = load_studies(EXPERIMENTS)
+    paper_claims = sum(not c.added for study in studies for c in study.claims)
+    measured = sum(not c.added for study in studies if study.name == "000-time-to-accuracy" for c in study.claims)
+    assert paper_claims > measured
+    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
+    assert f"(of {paper_claims})" in _line(part, "| Relation's time per epoch is below linear")
 
 
 def test_the_other_targets_judge_the_same_seeds_as_the_claim(tmp_path):
@@ -323,12 +349,13 @@ def test_000_clear_loss_does_not_hold_and_overlap_is_inconclusive(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     write_000(data, relation_steps=[0.030 + 0.001 * r for r in range(10)])  # slower than linear's 20-29 ms
-    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
+    experiments = only(tmp_path, "000-time-to-accuracy")
+    part = section(render(data, tmp_path / "r.md", experiments, plots=False), "Yamada et al. (2022)")
     assert "| Relation's time per epoch is below linear attention's |" in part
     assert "| **does not hold: the opposite** |" in _line(part, "| Relation's time per epoch is below linear")
     # interleaved with linear's: above it in even rounds, below in odd ones
     write_000(data, relation_steps=[0.020 + 0.001 * r + (0.0015 if r % 2 else -0.0015) for r in range(10)])
-    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
+    part = section(render(data, tmp_path / "r.md", experiments, plots=False), "Yamada et al. (2022)")
     line = _line(part, "| Relation's time per epoch is below linear")
     assert "**inconclusive**: n = 10 paired rounds: Holm-adjusted p" in line
 
@@ -434,7 +461,8 @@ def test_the_locality_claim_is_judged_and_tabled_from_the_rows(tmp_path):
             for label, base in (("kerformer", 0.30), ("kerformer-noSEK", 0.10), ("softmax", 0.20))
             for seed in range(7)]
     write_rows(data, name, rows)
-    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Gan et al. (2023)")
+    part = section(render(data, tmp_path / "r.md", only(tmp_path, name, "001-kerformer-listops"), plots=False),
+                   "Gan et al. (2023)")
     assert "| attention locality (test) |" in part and "| 0.303 ± 0.002 |" in part
     line = _line(part, "| Kerformer's attention is more local with SE-K than without")
     assert "kerformer vs kerformer-noSEK" in line and "**holds**" in line

@@ -247,7 +247,9 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
         raise ValueError(f"no experiment file with a [paper] table in {str(experiments)!r} (--experiments): nothing "
                          f"to report")
     done = {study.name: judged(study, data, experiments) for _, studies in papers_of(found) for study in studies}
-    one_family([o for _, outcomes in done.values() for o in outcomes or []])
+    not_run = [Outcome(claim, None, None, reason="not run yet") for _, studies in papers_of(found)
+               for study in studies if done[study.name][1] is None for claim in study.claims]
+    one_family([o for _, outcomes in done.values() for o in outcomes or []] + not_run)
     coverage_rows = []
     for paper, studies in papers_of(found):
         body += [f"## {paper.heading}", "", "### The paper's claim", "", paper.claim, ""]
