@@ -321,8 +321,10 @@ def test_claims_of_experiments_not_run_yet_count_in_the_one_holm_family(tmp_path
     paper_claims = sum(not c.added for study in studies for c in study.claims)
     measured = sum(not c.added for study in studies if study.name == "000-time-to-accuracy" for c in study.claims)
     assert paper_claims > measured
-    part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
+    text = render(data, tmp_path / "r.md", EXPERIMENTS, plots=False)
+    part = section(text, "Yamada et al. (2022)")
     assert f"(of {paper_claims})" in _line(part, "| Relation's time per epoch is below linear")
+    assert "**Not run yet.**" in section(text, "Chen (2023)")
 
 
 def test_the_other_targets_judge_the_same_seeds_as_the_claim(tmp_path):

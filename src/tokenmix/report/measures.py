@@ -70,17 +70,12 @@ def last_window_loss(run: Run) -> float | None:
     return float(run.history[-1]["train_loss"]) if run.history else None
 
 
-def _thousands(count: str) -> str:
-    """A recorded count with thousands separators ("2000" -> "2,000"); other text unchanged."""
-    return f"{int(count):,}" if count.isdigit() else count
-
-
 def cost_source(runs: list[Run]) -> str:
     """How :func:`training_cost` measured these runs, for the column title."""
     windows = sorted({r.row.get("cost_batches", "") or r.row.get("cost_window", "") for r in runs
                       if r.row.get("train_cost", "") != ""})
     if len(windows) == 1 and all(r.row.get("train_cost", "") != "" for r in runs):
-        return f"median of the last {_thousands(windows[0])} batches" if windows[0] else "median of the last batches"
+        return f"median of the last {int(windows[0]):,} batches" if windows[0] else "median of the last batches"
     if windows:
         return f"median of the last batches where logged, else of the last {COST_WINDOWS} windows"
     return f"median of the last {COST_WINDOWS} windows"

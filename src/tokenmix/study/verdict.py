@@ -378,10 +378,10 @@ labels timed in the same round, one after the other). The tests are scipy's exac
 * **One family.** Holm's step-down correction over **every paper claim of the report at once** (the headline
   count), separately for the difference tests and for the equivalence tests; the claims *(added)* here form a
   second family. A claim not measured or pending, and every claim of an experiment not run yet, counts with p = 1,
-  so each family holds every claim of its kind in the experiment files and no verdict changes because another claim's data are
-  missing or its experiment has not started (until 2026-11-28 an experiment not run yet was left out of the
-  family; counting it changed no verdict). The verdict with Holm over the claim's experiment file alone is shown
-  beside it.
+  so each family holds every claim of its kind in the experiment files and no verdict changes because another
+  claim's data are missing or its experiment has not started (until 2026-11-28 an experiment not run yet was left
+  out of the family; counting it changed no verdict). The verdict with Holm over the claim's experiment file
+  alone is shown beside it.
 * **Verdict**, by a rule fixed here (never by which p is smaller). With D = the difference test significant
   after Holm (≤ {ALPHA}) and E = the equivalence test significant after Holm: **{HOLDS}**: D, on the claimed
   side, not E. **{SMALL}**: D on the claimed side and E: real but negligible by the claim's own margin.
