@@ -264,6 +264,15 @@ def test_a_claim_whose_fixed_seeds_are_not_all_in_is_pending_and_decides_nothing
         == HOLDS
 
 
+def test_a_claim_with_no_data_is_pending_while_its_runs_are_still_to_come():
+    samples = lambda c: (None, None, "no data for b")  # noqa: E731
+    waiting = judge([claim()], samples, unfinished=lambda c: "b 0 of the 7 seeds fixed before the runs are in")[0]
+    assert waiting.verdict == PENDING and waiting.p_for is None and waiting.adjusted is None
+    assert waiting.reason == "b 0 of the 7 seeds fixed before the runs are in (no data for b so far)"
+    done = judge([claim()], samples, unfinished=lambda c: "")[0]
+    assert done.verdict == MISSING and done.reason == "no data for b"
+
+
 def test_paired_rounds_use_the_signed_rank_test():
     a, b = rounds(*(1.0 + 0.01 * i for i in range(10))), rounds(*(1.1 + 0.01 * i for i in range(10)))
     outcome = verdicts([claim("less", measure="step_time_s")], {"a": a, "b": b})[0]

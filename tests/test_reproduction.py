@@ -395,14 +395,17 @@ def test_generate_texts_reads_seed_zero_whatever_seeds_the_folder_was_last_run_w
     assert "nothing written" in err and not (tmp_path / "texts.txt").exists()
 
 
-def test_missing_label_is_not_measured(tmp_path):
+def test_a_label_whose_runs_are_still_to_come_is_pending_not_unmeasured(tmp_path):
+    """A sweep that has not reached a label yet leaves its claims pending (the issue's "a claim whose sweep is
+    unfinished stays pending"), not "not measured"; the reason says what is missing so far."""
     data = tmp_path / "data"
     data.mkdir()
     write_004(data)
     rows = [r for r in read_csv(data / "004-extractors-lm.csv") if r["label"] != "ME"]
     write_rows(data, "004-extractors-lm", rows)
     part = section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Chen (2023)")
-    assert "**not measured**: no data for ME" in part
+    assert "**pending (sweep not finished)**: ME 0, softmax-1h 3 of the 5 seeds fixed before the runs are in" in part
+    assert "(no data for ME so far)" in part and "**not measured**: no data for ME" not in part
 
 
 def test_speed_table(tmp_path):

@@ -154,8 +154,7 @@ def _unfinished(study: Study, found: ExperimentData, looked: dict[str, frozenset
         short = ", ".join(f"{label} {n}" for label, n in counts.items() if n < len(seeds))
         if not short:
             return ""
-        return (f"{short} of the {len(seeds)} seeds fixed before the runs are in; judged when all are "
-                f"(the p-values shown are interim and decide nothing)")
+        return f"{short} of the {len(seeds)} seeds fixed before the runs are in; judged when all are"
     return unfinished
 
 

@@ -166,17 +166,20 @@ def measure(claims: list[Claim], samples: Samples, unfinished: Callable[[Claim],
             ) -> list[Outcome]:
     """Every claim's data, p-values and effect, no verdict yet. ``samples(claim)`` gives (a, b, why-missing);
     ``unfinished(claim)``: why the claim's runs are fewer than its design fixed before them ("" when complete):
-    such a claim is :data:`PENDING`, its interim p-values shown but deciding nothing."""
+    such a claim is :data:`PENDING`, its interim p-values shown but deciding nothing; so is a claim with no data
+    yet for a label whose runs are still to come (its sweep has not reached them), rather than not measured."""
     outcomes = []
     for claim in claims:
         a, b, missing = samples(claim)
         outcome = Outcome(claim, a, b, reason=missing)
-        waiting = unfinished(claim) if unfinished and not missing else ""
+        waiting = unfinished(claim) if unfinished else ""
         if not missing:
             outcome.p_for, outcome.p_against, outcome.p_equiv = claim_pvalues(claim, a, b)
             outcome.effect = effect(claim, a, b)
         if waiting:
-            outcome.verdict, outcome.reason = PENDING, waiting
+            outcome.verdict = PENDING
+            outcome.reason = (f"{waiting} ({missing} so far)" if missing
+                              else f"{waiting} (the p-values shown are interim and decide nothing)")
         outcomes.append(outcome)
     return outcomes
 
@@ -403,11 +406,12 @@ labels timed in the same round, one after the other). The tests are scipy's exac
   factor, target) and its seeds (or harness rounds) fixed in the experiment file before the first result row it
   judges. Where they changed after rows existed, the claim is **judged only on the runs made after the last
   change** (the seeds, or rounds, already in are left out and named), and is not counted as pre-registered;
-  with no run after the change it is not measured until it runs again. Time-to-target claims leave out the
-  seeds whose runs chose the target (`[report] target_chosen_on`).
-* **Fixed designs are judged whole.** While a label of a claim has fewer finished runs than that, the claim is **{PENDING}**: its interim p-values
-  are shown but decide nothing, and it counts in Holm's family as not measured. Looking at a growing sample
-  and stopping when p first dips below {ALPHA} would make that threshold mean less than it says.
-* A claim whose labels have no data is **{MISSING}**, with the command that measures it; an experiment without
-  a results CSV gets no verdicts.
+  with no run after the change it is pending while seeds of its design are still to run, else not measured.
+  Time-to-target claims leave out the seeds whose runs chose the target (`[report] target_chosen_on`).
+* **Fixed designs are judged whole.** While a label of a claim has fewer finished runs than that, none
+  included, the claim is **{PENDING}**: its interim p-values, if any, are shown but decide nothing, and it counts
+  in Holm's family as not measured. Looking at a growing sample and stopping when p first dips below {ALPHA}
+  would make that threshold mean less than it says.
+* A claim with no data and no runs still to come (its measure not recorded, no chance file, every run made
+  before its test changed) is **{MISSING}**; an experiment without a results CSV gets no verdicts.
 """
