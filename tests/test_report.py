@@ -302,7 +302,9 @@ GOOD = {"text": "t", "paper": "p", "a": "x", "b": "y", "measure": "value", "kind
     ({"kind": "bigger"}, "'kind' must be one of"), ({"measure": "speed"}, "'measure' must be one of"),
     ({"b": True}, "'b' must be a label"), ({"kind": "approx"}, "needs 'margin'"), ({"margin": 0.1}, "for approx"),
     ({"equivalence": 0.02}, "needs 'equivalence_reason'"), ({"factor": 0}, "positive number"),
-    ({"measure": "time_slope"}, "compares the slope with a number"), ({"length": 64}, "step_time_s claims only"),
+    ({"measure": "time_slope"}, "compares the slope with a number"),
+    ({"length": 64}, "step_time_s and step_memory_mb claims only"),
+    ({"measure": "step_memory_mb", "kind": "less"}, "reads the scaling harness at one length: give 'length'"),
     ({"colour": 1}, "unknown key"), ({"text": ""}, "'text' must be a non-empty string"),
 ])
 def test_bad_claims_are_named(change, message):
@@ -339,9 +341,9 @@ def test_the_committed_experiment_files_carry_the_paper_claims():
 
     studies = load_studies(ROOT / "experiments")
     claims = [c for s in studies for c in s.claims]
-    # the 33 first judged; 2026-11-26: Kerformer's "linear in N", its speed against four others at two N, its ablations; 000 parity at three depths; 003 steps, contexts, embeddings; 004 under one epoch; 001 ViT accuracy and convergence; 002 SSA linear, Sparse n√n (two patterns), Average linear; 004 heads 1-32, depths 1-4, contexts 16-128; 001 Fig. 5 locality; 000 Table 2 at d = 128, 256 and against Linear; 002 Twins window optimum; 001 Tables 5-6 on ListOps at LRA length
-    assert sum(not c.added for c in claims) == 110
-    assert all(c.equivalence is None for c in claims if c.measure.startswith("time") or c.measure == "step_time_s")
+    # the 33 first judged; 2026-11-26: Kerformer's "linear in N", its speed against four others at two N, its ablations; 000 parity at three depths; 003 steps, contexts, embeddings; 004 under one epoch; 001 ViT accuracy and convergence; 002 SSA linear, Sparse n√n (two patterns), Average linear; 004 heads 1-32, depths 1-4, contexts 16-128; 001 Fig. 5 locality; 000 Table 2 at d = 128, 256 and against Linear; 002 Twins window optimum; 001 Tables 5-6 on ListOps at LRA length; 2026-11-28: 001 Table 3 memory at N = 10,000
+    assert sum(not c.added for c in claims) == 117
+    assert all(c.equivalence is None for c in claims if c.harness)
     assert {s.paper.key for s in studies} == {"000", "001", "002", "003", "004", "convert"}
     beyond = [c for s in studies if s.paper.key == "convert" for c in s.claims]
     assert beyond and all(c.added for c in beyond)  # beyond the seed papers: out of their headline family
@@ -398,8 +400,10 @@ def test_harness_measures(tmp_path):
     assert epoch.unit == "round" and epoch.values == pytest.approx((0.4, 0.8))
     slope, _ = found.values("a", claim("less", b=1.2, measure="time_slope"))
     assert slope.values == pytest.approx((1.0, 1.0))
-    memory, _ = found.values("a", claim("less", b=1.2, measure="memory_slope"))
-    assert memory.values == pytest.approx((1.0, 1.0))
+    # memory measured once and copied into every round (no "memory" column: the old harness) is one sample
+    memory, why = found.values("a", claim("less", b=1.2, measure="memory_slope"))
+    assert memory is None and 'no peak memory of a measured every round' in why
+    assert 'harness_memory = "round"' in why and "tokenmix steptime --config experiments/x.toml --scaling" in why
     largest, _ = found.values("a", claim("less", measure="step_time_s", length="largest", b="a"))
     assert largest.values == pytest.approx((1.024, 1.024))
     missing, why = load_data(tmp_path / "none", name).values("a", claim("less", measure="step_time_s"))
@@ -407,6 +411,30 @@ def test_harness_measures(tmp_path):
     longer, why = found.values("a", claim("less", b=1.2, measure="time_slope", lengths=(8192, 16384)))
     assert longer is None and "a measured at N = 256, 1,024 only, not at two lengths in 8,192-16,384" in why
     assert "--lengths 256,512,1024,2048,4096,8192,16384`" in why  # the whole ladder: one run replaces the CSV
+
+
+def test_memory_claims_read_memory_measured_every_round_only(tmp_path):
+    rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb,memory"]
+    for r in (1, 2, 3):
+        rows += [f"x,a,scaling,{n},1,{r},0.01,1,{n / 100 + r},round" for n in (1024, 4096)]
+        rows += [f"x,b,scaling,{n},1,{r},0.01,1,{n / 10 + r},round" for n in (1024, 4096)]
+        rows += [f"x,c,scaling,{n},1,{r},0.01,1,{n / 10},once" for n in (1024, 4096)]
+    (tmp_path / "x-scaling.csv").write_text("\n".join(rows) + "\n")
+    found = load_data(tmp_path, "x")
+    a, _ = found.values("a", claim("less", measure="step_memory_mb", length=4096))
+    b, _ = found.values("b", claim("less", measure="step_memory_mb", length=4096))
+    assert a.unit == "round" and a.values == pytest.approx((41.96, 42.96, 43.96))
+    assert b.values == pytest.approx((410.6, 411.6, 412.6))
+    largest, _ = found.values("a", claim("less", measure="step_memory_mb", length="largest"))
+    assert largest.values == a.values
+    slope, _ = found.values("b", claim("less", b=1.2, measure="memory_slope"))
+    assert len(slope.values) == 3 and all(0.9 < v < 1.0 for v in slope.values)
+    for measure, more in (("step_memory_mb", {"length": 4096}), ("memory_slope", {"b": 1.2})):
+        copied, why = found.values("c", claim("less", measure=measure, **more))
+        assert copied is None and "no peak memory of c measured every round" in why
+    outcome = judge([claim("less", measure="step_memory_mb", length=4096)],
+                    lambda c: (found.values("a", c)[0], found.values("b", c)[0], ""))[0]
+    assert outcome.p_for == pytest.approx(1 / 8)  # 3 paired rounds, every one below: 2^-3
 
 
 def test_time_per_epoch_before_any_run_uses_the_planned_steps(tmp_path):

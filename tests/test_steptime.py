@@ -90,7 +90,32 @@ def test_scaling_rows_and_memory(tiny):
     assert set(slopes(rows)) == {"softmax"}
     # longer than the task's own sequences (100 tokens): the model is built for them
     rows = time_scaling(tiny, [128], rounds=1, labels=["linear"], memory=True, **FAST)
-    assert isinstance(rows[0]["peak_mb"], float) and rows[0]["peak_mb"] >= 0
+    assert isinstance(rows[0]["peak_mb"], float) and rows[0]["peak_mb"] >= 0 and rows[0]["memory"] == "once"
+
+
+def test_memory_every_round_is_a_fresh_measurement_per_round(tiny, monkeypatch):
+    import tokenmix.steptime as steptime
+
+    calls = []
+    monkeypatch.setattr(steptime, "_peak_mb", lambda *args: calls.append((args[1].label, args[4])) or
+                        float(len(calls)))
+    rows = time_scaling(tiny, [8, 32], rounds=2, memory_rounds=True, **FAST)
+    # every round measures every (label, length) anew, in rounds over the cases, before any timing
+    assert calls == [("softmax", 8), ("softmax", 32), ("linear", 8), ("linear", 32)] * 2
+    assert {(r["label"], r["length"], r["round"]): r["peak_mb"] for r in rows} == {
+        ("softmax", 8, 1): 1.0, ("softmax", 32, 1): 2.0, ("linear", 8, 1): 3.0, ("linear", 32, 1): 4.0,
+        ("softmax", 8, 2): 5.0, ("softmax", 32, 2): 6.0, ("linear", 8, 2): 7.0, ("linear", 32, 2): 8.0}
+    assert {r["memory"] for r in rows} == {"round"}
+    summary = {(s["label"], s["length"]): s["peak_mb"] for s in step_summary(rows)}
+    assert summary[("softmax", 8)] == 3.0 and summary[("linear", 32)] == 6.0  # the median over the rounds
+    with pytest.raises(ValueError, match="memory_rounds measures memory"):
+        time_scaling(tiny, [8], rounds=1, memory=False, memory_rounds=True, **FAST)
+
+
+def test_memory_every_round_in_fresh_processes(tiny):
+    rows = time_scaling(tiny, [64], rounds=2, labels=["linear"], memory_rounds=True, **FAST)
+    assert [r["memory"] for r in rows] == ["round", "round"]
+    assert all(isinstance(r["peak_mb"], float) and r["peak_mb"] >= 0 for r in rows)
 
 
 def _fashion_files(root) -> None:

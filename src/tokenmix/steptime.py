@@ -17,7 +17,9 @@ whose peak-memory method it uses.
   experiment's batch size; ``length`` is its width in tokens (image tasks: patches).
 * :func:`time_scaling` (kind ``scaling``): synthetic inputs of N tokens (uniform ids, full masks, random labels
   or targets), each model built for exactly N (``max_len = N``; image tasks: a square grid of N patches, other
-  N skipped), with the peak memory of one step (``peak_mb``) in a fresh process by ``tokenmix speed``'s method.
+  N skipped), with the peak memory of one step (``peak_mb``) in a fresh process by ``tokenmix speed``'s method:
+  once per (label, N), copied into every round (column ``memory`` = "once"), or with ``memory_rounds`` in a
+  fresh process of its own every round ("round"), so that a claim on memory has independent samples.
 * :func:`slopes`: per label and round, the log-log slope of step time on length; median and 95% interval.
 
 CSV (:func:`write_csv`, :data:`COLUMNS`): ``docs/reproduction/<name>-steptime.csv`` (experiment rows) and
@@ -54,7 +56,7 @@ from .training.setup import make_optimizer, plan_run
 __all__ = ["COLUMNS", "StepCase", "training_cases", "time_training_steps", "time_scaling", "slopes", "Slope",
            "step_summary", "step_table", "scaling_table", "write_csv", "default_path"]
 
-COLUMNS = ["experiment", "label", "kind", "length", "batch", "round", "step_s", "threads", "peak_mb"]
+COLUMNS = ["experiment", "label", "kind", "length", "batch", "round", "step_s", "threads", "peak_mb", "memory"]
 
 
 @dataclass
@@ -66,7 +68,13 @@ class StepCase:
     length: int
     batch: int
     model: torch.nn.Module
-    peak_mb: float | str = ""
+    peak_mb: float | str | list[float | str] = ""  # a list: one fresh measurement per round
+
+    def memory_of_round(self, r: int) -> tuple[float | str, str]:
+        """Round ``r``'s (0-based) peak memory and how it was measured: "round", "once" or "" (not at all)."""
+        if isinstance(self.peak_mb, list):
+            return self.peak_mb[r], "round"
+        return self.peak_mb, "once" if self.peak_mb != "" else ""
 
 
 def _runs(experiment: Experiment, task: Task, labels: Iterable[str] | None) -> list[RunSpec]:
@@ -113,9 +121,10 @@ def _interleaved(name: str, kind: str, cases: list[StepCase], *, rounds: int, th
             shift = r % len(cases) if rotate else 0
             for case in cases[shift:] + cases[:shift]:
                 timing = measure(case.step, min_run_time=min_run_time, threads=threads)
+                peak, how = case.memory_of_round(r)
                 rows.append({"experiment": name, "label": case.label, "kind": kind, "length": case.length,
                              "batch": case.batch, "round": r + 1, "step_s": float(f"{timing.median:.6g}"),
-                             "threads": threads, "peak_mb": case.peak_mb})
+                             "threads": threads, "peak_mb": peak, "memory": how})
     finally:
         torch.set_num_threads(before)
     return rows
@@ -213,11 +222,15 @@ def _peak_mb(*args: Any) -> float | str:
 
 def time_scaling(experiment: Experiment, lengths: Iterable[int], *, rounds: int = 10, threads: int = 1,
                  min_run_time: float = 0.2, labels: Iterable[str] | None = None, batch: int = 1,
-                 memory: bool = True, budget: float | None = None, task: Task | None = None,
-                 rotate: bool = False) -> list[dict[str, Any]]:
+                 memory: bool = True, memory_rounds: bool = False, budget: float | None = None,
+                 task: Task | None = None, rotate: bool = False) -> list[dict[str, Any]]:
     """One row per (label, length, round): seconds of one training step on synthetic inputs of ``length``
     tokens (``batch`` of them), each round timing every (length, label) once; ``peak_mb`` per (label,
-    length) with ``memory``. Image tasks take square numbers of patches only (others are skipped, warned)."""
+    length) with ``memory``, measured anew for every round with ``memory_rounds`` (all before the timings, in
+    rounds over the cases, as the timings are). Image tasks take square numbers of patches only (others are
+    skipped, warned)."""
+    if memory_rounds and not memory:
+        raise ValueError("steptime: memory_rounds measures memory; it cannot go with memory=False")
     task = task or make_task(experiment)
     lengths = sorted(set(int(n) for n in lengths))
     if task.info.kind == "image":
@@ -227,18 +240,25 @@ def time_scaling(experiment: Experiment, lengths: Iterable[int], *, rounds: int 
         lengths = [n for n in lengths if n not in skipped]
     if not lengths or lengths[0] < 1:
         raise ValueError(f"steptime: no usable lengths (positive ints; image tasks: squares), got {lengths}")
-    cases = []
+    cases, peak_args = [], []
     for run in _runs(experiment, task, labels):
         config = experiment.train_config(run)
         total = plan_run(task, config).total_steps
         patch = run.model.get("patch_size", task.model_defaults.get("patch_size", 4))
         patch = tuple(patch) if isinstance(patch, (list, tuple)) else (patch, patch)
         for n in lengths:
-            case = _scaling_case(_shell(task, n, patch), run, config, total, n, batch)
-            if memory:
-                case.peak_mb = _peak_mb(_shell(task, n, patch), run, config, total, n, batch, threads,
-                                        _shell(task, lengths[0], patch), lengths[0])
-            cases.append(case)
+            cases.append(_scaling_case(_shell(task, n, patch), run, config, total, n, batch))
+            peak_args.append((_shell(task, n, patch), run, config, total, n, batch, threads,
+                              _shell(task, lengths[0], patch), lengths[0]))
+    if memory_rounds:
+        for case in cases:
+            case.peak_mb = []
+        for _ in range(rounds):
+            for case, args in zip(cases, peak_args):
+                case.peak_mb.append(_peak_mb(*args))
+    elif memory:
+        for case, args in zip(cases, peak_args):
+            case.peak_mb = _peak_mb(*args)
     order = sorted(cases, key=lambda c: c.length)  # stable: length-major, labels in order within a length
     return _interleaved(experiment.name, "scaling", order, rounds=rounds, threads=threads,
                         min_run_time=min_run_time, rotate=rotate, budget=budget)
@@ -278,15 +298,19 @@ def slopes(rows: Iterable[dict[str, Any]]) -> dict[str, Slope]:
 
 
 def step_summary(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (label, length), first-appearance order: the median step time over rounds with its interval."""
+    """Per (label, length), first-appearance order: the median step time over rounds with its interval, and
+    the peak memory (its median over rounds when it was measured every round)."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((str(row["label"]), int(row["length"])), []).append(row)
     out = []
     for (label, length), group in groups.items():
         median, low, high = median_interval(float(r["step_s"]) for r in group)
+        peaks = [float(r["peak_mb"]) for r in group if r.get("peak_mb", "") != ""]
+        per_round = group[0].get("memory") == "round" and peaks
+        peak = round(statistics.median(peaks), 1) if per_round else group[0].get("peak_mb", "")
         out.append({"label": label, "length": length, "batch": int(group[0]["batch"]), "rounds": len(group),
-                    "median_s": median, "low_s": low, "high_s": high, "peak_mb": group[0].get("peak_mb", "")})
+                    "median_s": median, "low_s": low, "high_s": high, "peak_mb": peak})
     return out
 
 

@@ -27,6 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--batch", type=int, default=1, help="with --lengths: inputs per step")
     st.add_argument("--no-memory", action="store_true", help="with --lengths: skip the peak memory of each (label, "
                     "N), measured in a fresh process each")
+    st.add_argument("--memory-rounds", action="store_true", help="with --lengths: measure the peak memory in a "
+                    "fresh process every round, not once per (label, N) (the default when the file's [report] "
+                    "harness_memory is \"round\"; claims on memory need it)")
     st.add_argument("--rotate", action="store_true", help="start each round one label later (A B C, B C A, ...)")
     st.add_argument("--max-seconds", type=float, help="time cap: start no round that would likely end past it")
     st.add_argument("--out", help="CSV file (default: docs/reproduction/<name>-steptime.csv, with --lengths "
@@ -66,7 +69,12 @@ def run(args: argparse.Namespace) -> None:
         task = make_task(experiment)
         lengths = scaling_lengths(args, experiment)
         if lengths:
-            rows = time_scaling(experiment, lengths, batch=args.batch, memory=not args.no_memory, task=task, **common)
+            rounds_of_memory = args.memory_rounds or experiment.report.get("harness_memory") == "round"
+            if rounds_of_memory and args.no_memory:
+                raise ValueError("--no-memory with memory measured every round (--memory-rounds or the file's "
+                                 "[report] harness_memory = \"round\"): drop one")
+            rows = time_scaling(experiment, lengths, batch=args.batch, memory=not args.no_memory,
+                                memory_rounds=rounds_of_memory, task=task, **common)
         else:
             rows = time_training_steps(experiment, task=task, **common)
     except (ValueError, FileNotFoundError) as error:

@@ -15,8 +15,11 @@ Files, per experiment ``<name>`` (``scripts/collect_results.py`` writes the firs
 Per-seed measures come from the runs; time measures from the harness only (never from training wall time,
 which depends on what else the machine ran): ``step_time_s`` and ``time_per_epoch_s`` (steps per epoch x
 step time) per round, ``time_to_target_s`` per seed (the step at which the target's streak completes x the
-label's median harness step time; never reached: ``inf``), ``time_slope`` / ``memory_slope`` per round (the
-least-squares slope of log step time / log peak memory against log length over the "scaling" rows).
+label's median harness step time; never reached: ``inf``), ``step_memory_mb`` per round (the peak memory of one
+step at one length), ``time_slope`` / ``memory_slope`` per round (the least-squares slope of log step time / log
+peak memory against log length over the "scaling" rows). The memory measures read only rows whose ``memory`` is
+"round" (measured in a fresh process every round): memory measured once and copied into every round is one
+sample, not one per round, so no test may read it as many.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ __all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "training
 
 COST_WINDOWS = 3  # the fallback training cost: median of the mean training loss of the last 3 evaluation windows
 STEPTIME_COMMAND = "tokenmix steptime --config experiments/{name}.toml"
-_MEMORY_COLUMNS = ("peak_mb", "peak_mem_mb")
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -151,10 +153,13 @@ class ExperimentData:
     # -- harness ----------------------------------------------------------------------------------------
     def step_times(self, label: str, kind: str = "experiment", length: int | None = None,
                    column: str = "step_s") -> dict[int, float]:
-        """Round -> the label's harness value (the median where a round has several rows)."""
+        """Round -> the label's harness value (the median where a round has several rows); for ``peak_mb``, only
+        the rows that measured memory in their own round."""
         by_round: dict[int, list[float]] = {}
         for row in self.harness or []:
             if row["label"] != label or row["kind"] != kind or row.get(column, "") == "":
+                continue
+            if column == "peak_mb" and row.get("memory") != "round":
                 continue
             if length is not None and int(row["length"]) != length:
                 continue
@@ -168,6 +173,8 @@ class ExperimentData:
         rounds: dict[int, list[tuple[float, float]]] = {}
         for row in self.harness or []:
             if row["label"] != label or row["kind"] != "scaling" or row.get(column, "") == "":
+                continue
+            if column == "peak_mb" and row.get("memory") != "round":
                 continue
             n = int(row["length"])
             if lengths is None or lengths[0] <= n <= lengths[1]:
@@ -222,8 +229,11 @@ class ExperimentData:
 
     def _no_harness_rows(self, label: str, claim: Claim, kind: str) -> str:
         """Why ``label`` has no values of a harness claim although the harness CSV exists."""
-        if claim.measure == "memory_slope" and not any(c in r for c in _MEMORY_COLUMNS for r in self.harness or []):
-            return f"no harness rows for {label} (the harness CSV has no memory column)"
+        if claim.measure in ("memory_slope", "step_memory_mb") and not any(
+                r.get("memory") == "round" and r["label"] == label for r in self.harness or []):
+            return (f"no peak memory of {label} measured every round (memory measured once per (label, N) and "
+                    f"copied into every round is one sample, not a sample per round): set [report] harness_memory "
+                    f"= \"round\" and run `{STEPTIME_COMMAND.format(name=self.name)} --scaling`")
         if kind == "scaling" and claim.lengths and self.scaling_lengths(label):
             low, high = claim.lengths
             inside = sorted(n for n in self.scaling_lengths(label) if low <= n <= high)
@@ -250,8 +260,9 @@ class ExperimentData:
         if measure == "time_slope":
             return self.slopes(label, "step_s", claim.lengths)
         if measure == "memory_slope":
-            column = next((c for c in _MEMORY_COLUMNS if any(c in r for r in self.harness or [])), None)
-            return self.slopes(label, column, claim.lengths) if column else {}
+            return self.slopes(label, "peak_mb", claim.lengths)
+        if measure == "step_memory_mb":
+            return self.step_times(label, "scaling", self.resolve_length(claim), column="peak_mb")
         if measure == "step_time_s":
             if claim.length is None:
                 return self.step_times(label)
@@ -260,7 +271,8 @@ class ExperimentData:
         return {r: spe * t for r, t in self.step_times(label).items()} if spe else {}
 
     def resolve_length(self, claim: Claim) -> int | None:
-        """The synthetic length of a ``step_time_s`` claim: its ``length``, or the largest both labels have."""
+        """The synthetic length of a ``step_time_s`` or ``step_memory_mb`` claim: its ``length``, or the largest
+        both labels have."""
         if claim.length != "largest":
             return claim.length
         common = self.scaling_lengths(claim.a)

@@ -6,8 +6,8 @@ results CSV (``docs/reproduction/<name>.csv``; for the harness claims the step-t
 
 * the commit where the claim's *test* last changed: its kind, labels (``a``, ``b``), measure, factor,
   approx margin, equivalence margin, ``length`` / ``lengths``, ``[report] target``, ``target_k`` and
-  ``target_chosen_on`` (claims on ``time_to_target_s``), and the file's ``seeds`` list (``[report]
-  harness_rounds`` for harness claims);
+  ``target_chosen_on`` (claims on ``time_to_target_s``), ``[report] harness_memory`` (claims on memory), and
+  the file's ``seeds`` list (``[report] harness_rounds`` for harness claims);
 * the first commit that had a row the claim judges: a row of its labels in the CSV as it is now (the working
   tree's), found in earlier commits by label, seed and value (harness: label, round, kind, length and step
   time; only the lengths the claim reads, its ``lengths`` range or its ``length``), so that rows since replaced
@@ -215,6 +215,8 @@ def _test(item: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
         test["target_k"] = report.get("target_k", 1)
         chosen = report.get("target_chosen_on")
         test["target_chosen_on"] = tuple(chosen) if isinstance(chosen, list) else chosen
+    if measure in ("step_memory_mb", "memory_slope"):  # once or every round: what a memory sample is
+        test["harness_memory"] = report.get("harness_memory", "once")
     return test
 
 

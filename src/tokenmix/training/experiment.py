@@ -33,6 +33,7 @@
     harness_rounds = 10       # rounds of `tokenmix steptime` (the samples of every time claim)
     harness_lengths = [1024, 4096]  # `tokenmix steptime --scaling`: the lengths the scaling claims read
     harness_only = false      # true: no training runs, every claim judged on `tokenmix steptime` (compare refuses)
+    harness_memory = "once"   # "round": the scaling harness measures peak memory afresh every round (memory claims)
 
     [[mixers]]                # or: mixers = ["softmax", "linear", "swin:shift=true"]
     label = "softmax-32h"     # unique; names the run folder (default: the entry's name)

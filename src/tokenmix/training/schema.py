@@ -28,7 +28,7 @@ TOP_KEYS = {"name", "description", "seeds", "task", "model", "train", "report", 
             "paper"}
 MODEL_KEYS = {"protocol", "dim", "depth", "heads", "init_std"}  # everything else goes to the model class
 REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline", "harness_rounds", "target_chosen_on",
-               "targets_beside", "harness_lengths", "harness_only"}
+               "targets_beside", "harness_lengths", "harness_only", "harness_memory"}
 # TrainConfig fields an experiment sets; seed/out_dir/resume/progress belong to each run, not to the file.
 _RUN_FIELDS = {"seed", "out_dir", "resume", "progress", "target", "target_k"}
 _TRAIN_KEYS = ({f.name for f in fields(TrainConfig)} - _RUN_FIELDS) | {"preset", "threads"}
@@ -105,6 +105,8 @@ def check_report(report: dict[str, Any]) -> None:
         fail(f"[report] baseline must be true or false, got {report.get('baseline')!r}")
     if not is_positive_int(report.get("harness_rounds")):
         fail(f"[report] harness_rounds must be a positive int, got {report.get('harness_rounds')!r}")
+    if report.get("harness_memory", "once") not in ("once", "round"):
+        fail(f"[report] harness_memory must be \"once\" or \"round\", got {report.get('harness_memory')!r}")
     if not isinstance(report.get("harness_only", False), bool):
         fail(f"[report] harness_only must be true or false, got {report.get('harness_only')!r}")
     lengths = report.get("harness_lengths")
