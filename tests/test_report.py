@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import statistics
 from itertools import combinations
 from pathlib import Path
 
@@ -435,6 +436,29 @@ def test_memory_claims_read_memory_measured_every_round_only(tmp_path):
     outcome = judge([claim("less", measure="step_memory_mb", length=4096)],
                     lambda c: (found.values("a", c)[0], found.values("b", c)[0], ""))[0]
     assert outcome.p_for == pytest.approx(1 / 8)  # 3 paired rounds, every one below: 2^-3
+
+
+def test_a_harness_only_experiment_reads_memory_measured_every_round(tmp_path):
+    """001-kerformer-memory's committed harness rows (peak memory in a fresh process every round): its claims are
+    judged on the 16 paired rounds, its section does not ask for training runs `tokenmix compare` would refuse,
+    and the growth table shows the median memory over the rounds, not round 1's."""
+    data = tmp_path / "data"
+    data.mkdir()
+    name = "001-kerformer-memory-scaling.csv"
+    (data / name).write_text((DATA / name).read_text())
+    out = tmp_path / "reproduction.md"
+    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(ROOT / "experiments"),
+                 "--no-plots"]) == 0
+    text = out.read_text()
+    start = text.index("#### Memory at N = 10,000 (Table 3)")
+    part = text[start:text.index("\n#### ", start + 1)]
+    assert "No training runs: every claim of this file is judged on the step-time harness." in part
+    assert "Training runs not finished yet" not in part
+    assert "| kerformer vs softmax at N = 10000 | 867 ± 5 vs 60.3 ± 1.8 (×14.4) |" in part
+    assert "**does not hold: the opposite**" in part
+    rows = [r for r in read_csv(data / name) if r["label"] == "kerformer" and r["length"] == "10000"]
+    median = statistics.median(float(r["peak_mb"]) for r in rows)
+    assert float(rows[0]["peak_mb"]) != median and f"| {median:,.0f} (" in part
 
 
 def test_time_per_epoch_before_any_run_uses_the_planned_steps(tmp_path):

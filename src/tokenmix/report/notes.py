@@ -4,6 +4,7 @@ of the experiment, and the growth of step time with N."""
 from __future__ import annotations
 
 import math
+import statistics
 
 from ..study.verdict import Outcome
 from .measures import ExperimentData
@@ -96,8 +97,8 @@ def growth_table(found: ExperimentData) -> list[str]:
     return ["Growth of the step time with N (the local slope of each doubling, not one mean slope; the last "
             "doubling's range over the rounds; least squares t = c + a·N + b·N² on relative errors, b with its "
             "95 % interval; the crossover is the N where b·N² = a·N, shown when b's interval is above 0; the "
-            "peak memory of one training step at the largest N, measured once per length in a fresh process, "
-            f"and its slope over the last doubling).{stops}", "",
+            "peak memory of one training step at the largest N, measured in a fresh process once per length, or "
+            f"every round and then the median over the rounds, and its slope over the last doubling).{stops}", "",
             *table(["label", "N", "local slopes per doubling", "last doubling", "b (s per N²)",
                     "quadratic from N ≈", "peak MB at largest N (last slope)"], rows), ""]
 
@@ -106,7 +107,11 @@ def _memory_growth(rows: list[dict[str, str]], pair: tuple[int, int]) -> str:
     column = next((c for c in ("peak_mb", "peak_mem_mb") if any(r.get(c) for r in rows)), None)
     if column is None:
         return "—"
-    at = {int(r["length"]): float(r[column]) for r in rows if r.get(column)}
+    by_length: dict[int, list[float]] = {}
+    for r in rows:
+        if r.get(column):
+            by_length.setdefault(int(r["length"]), []).append(float(r[column]))
+    at = {n: statistics.median(values) for n, values in by_length.items()}  # once per length: all the same
     if pair[1] not in at:
         return "—"
     if pair[0] not in at or at[pair[0]] <= 0:

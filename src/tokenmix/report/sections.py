@@ -406,10 +406,13 @@ TIMES_NOTE = ("Times: the time claims read the step-time harness (`tokenmix step
 
 def harness_section(study: Study, found: ExperimentData, level: str,
                     outcomes: list[Outcome] | None = None) -> tuple[list[str], list[Outcome]]:
-    """An experiment whose training runs have not finished yet but whose step-time harness has: the claims the
-    harness alone decides are judged; the others are not measured."""
-    lines = [f"**Training runs not finished yet** (`tokenmix compare --config {study.file}`): no accuracy table "
-             f"until then. The claims the step-time harness alone decides are judged now.", "", TIMES_NOTE, ""]
+    """An experiment whose training runs have not finished yet (or that has none: ``harness_only``) but whose
+    step-time harness has: the claims the harness alone decides are judged; the others are not measured."""
+    first = ("No training runs: every claim of this file is judged on the step-time harness."
+             if harness_only(study) else
+             f"**Training runs not finished yet** (`tokenmix compare --config {study.file}`): no accuracy table "
+             f"until then. The claims the step-time harness alone decides are judged now.")
+    lines = [first, "", TIMES_NOTE, ""]
     outcomes = outcomes if outcomes is not None else judge_study(study, found)
     return lines + claims_part(study, found, outcomes, level), outcomes
 

@@ -351,7 +351,8 @@ RULES = f"""\
 Every claim compares one measure between two labels *a* and *b* of one experiment, or one label with a
 constant. Per-seed measures (test accuracy or perplexity, training cost, memory, time to target) are
 independent samples, one value per seed; the step-time harness's measures are paired by its rounds (both
-labels timed in the same round, one after the other). The tests are scipy's exact ones:
+labels timed in the same round, one after the other; a memory claim reads only peak memory measured in a fresh
+process every round, never one measurement copied into every round). The tests are scipy's exact ones:
 
 * **Independent seeds.** The one-sided exact Mann–Whitney U test (`scipy.stats.mannwhitneyu`, `method="exact"`):
   U counts the pairs (i, j) with a_i > b_j; p is the share of all C(n + m, n) splits of the pooled values
