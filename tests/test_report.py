@@ -304,8 +304,9 @@ GOOD = {"text": "t", "paper": "p", "a": "x", "b": "y", "measure": "value", "kind
     ({"b": True}, "'b' must be a label"), ({"kind": "approx"}, "needs 'margin'"), ({"margin": 0.1}, "for approx"),
     ({"equivalence": 0.02}, "needs 'equivalence_reason'"), ({"factor": 0}, "positive number"),
     ({"measure": "time_slope"}, "compares the slope with a number"),
-    ({"length": 64}, "step_time_s and step_memory_mb claims only"),
-    ({"measure": "step_memory_mb", "kind": "less"}, "reads the scaling harness at one length: give 'length'"),
+    ({"length": 64}, "step_time_s, step_memory_mb, infer_time_s claims only"),
+    ({"measure": "step_memory_mb", "kind": "less"}, "reads the harness at one synthetic length: give 'length'"),
+    ({"measure": "infer_time_s", "kind": "less"}, "reads the harness at one synthetic length: give 'length'"),
     ({"colour": 1}, "unknown key"), ({"text": ""}, "'text' must be a non-empty string"),
 ])
 def test_bad_claims_are_named(change, message):
@@ -342,8 +343,8 @@ def test_the_committed_experiment_files_carry_the_paper_claims():
 
     studies = load_studies(ROOT / "experiments")
     claims = [c for s in studies for c in s.claims]
-    # the 33 first judged; 2026-11-26: Kerformer's "linear in N", its speed against four others at two N, its ablations; 000 parity at three depths; 003 steps, contexts, embeddings; 004 under one epoch; 001 ViT accuracy and convergence; 002 SSA linear, Sparse n√n (two patterns), Average linear; 004 heads 1-32, depths 1-4, contexts 16-128; 001 Fig. 5 locality; 000 Table 2 at d = 128, 256 and against Linear; 002 Twins window optimum; 001 Tables 5-6 on ListOps at LRA length; 2026-11-28: 001 Table 3 memory at N = 10,000
-    assert sum(not c.added for c in claims) == 117
+    # the 33 first judged; 2026-11-26: Kerformer's "linear in N", its speed against four others at two N, its ablations; 000 parity at three depths; 003 steps, contexts, embeddings; 004 under one epoch; 001 ViT accuracy and convergence; 002 SSA linear, Sparse n√n (two patterns), Average linear; 004 heads 1-32, depths 1-4, contexts 16-128; 001 Fig. 5 locality; 000 Table 2 at d = 128, 256 and against Linear; 002 Twins window optimum; 001 Tables 5-6 on ListOps at LRA length; 2026-11-28: 001 Table 3 memory at N = 10,000, Table 7 inference at 2k-4k
+    assert sum(not c.added for c in claims) == 126
     assert all(c.equivalence is None for c in claims if c.harness)
     assert {s.paper.key for s in studies} == {"000", "001", "002", "003", "004", "convert"}
     beyond = [c for s in studies if s.paper.key == "convert" for c in s.claims]
@@ -436,6 +437,43 @@ def test_memory_claims_read_memory_measured_every_round_only(tmp_path):
     outcome = judge([claim("less", measure="step_memory_mb", length=4096)],
                     lambda c: (found.values("a", c)[0], found.values("b", c)[0], ""))[0]
     assert outcome.p_for == pytest.approx(1 / 8)  # 3 paired rounds, every one below: 2^-3
+
+
+def test_inference_claims_read_the_inference_rows_only(tmp_path):
+    rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb,memory"]
+    for r in (1, 2):
+        rows += [f"x,{label},scaling,2048,1,{r},{t},1,," for label, t in (("a", 0.5), ("b", 0.9))]
+    (tmp_path / "x-scaling.csv").write_text("\n".join(rows) + "\n")
+    infer = claim("less", measure="infer_time_s", length=2048)
+    missing, why = load_data(tmp_path, "x").values("a", infer)
+    assert missing is None
+    assert why == "no `x-inference.csv`: run `tokenmix steptime --config experiments/x.toml --scaling --inference`"
+    rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb,memory"]
+    rows += [f"x,a,inference,{n},1,{r},{0.01 * r + n / 1e5},1,," for r in (1, 2) for n in (2048, 4096)]
+    (tmp_path / "x-inference.csv").write_text("\n".join(rows) + "\n")
+    found = load_data(tmp_path, "x")
+    got, _ = found.values("a", infer)
+    assert got.unit == "round" and got.values == pytest.approx((0.03048, 0.04048))
+    largest, _ = found.values("a", claim("less", measure="infer_time_s", length="largest", b="a"))
+    assert largest.values == pytest.approx((0.05096, 0.06096))
+    train, _ = found.values("a", claim("less", measure="step_time_s", length=2048))
+    assert train.values == pytest.approx((0.5, 0.5))  # the training rows are not the inference rows
+
+
+def test_harness_command_names_the_inference_pass(tmp_path):
+    from types import SimpleNamespace
+
+    from tokenmix.report.sections import harness_command
+
+    step = claim("less", measure="step_time_s", length=4096)
+    infer = claim("less", measure="infer_time_s", length=4096)
+    study = lambda *claims: SimpleNamespace(file="experiments/x.toml", claims=list(claims))  # noqa: E731
+    assert harness_command(study(infer)) == "tokenmix steptime --config experiments/x.toml --scaling --inference"
+    assert harness_command(study(step, infer)) == ("tokenmix steptime --config experiments/x.toml --scaling` and "
+                                                   "`tokenmix steptime --config experiments/x.toml --scaling "
+                                                   "--inference")
+    assert harness_command(study(claim("less", measure="step_time_s"))) == \
+        "tokenmix steptime --config experiments/x.toml"
 
 
 def test_a_harness_only_experiment_reads_memory_measured_every_round(tmp_path):

@@ -112,6 +112,28 @@ def test_memory_every_round_is_a_fresh_measurement_per_round(tiny, monkeypatch):
         time_scaling(tiny, [8], rounds=1, memory=False, memory_rounds=True, **FAST)
 
 
+def test_inference_rows_time_a_forward_pass_without_gradients(tiny):
+    rows = time_scaling(tiny, [8, 32], rounds=2, labels=["linear", "softmax"], memory=False, inference=True, **FAST)
+    assert {r["kind"] for r in rows} == {"inference"} and len(rows) == 8
+    assert all(r["step_s"] > 0 and r["peak_mb"] == "" and r["memory"] == "" for r in rows)
+    with pytest.raises(ValueError, match="inference pass records no memory"):
+        time_scaling(tiny, [8], rounds=1, inference=True, **FAST)
+
+
+def test_an_inference_case_is_eval_mode_and_leaves_no_gradients(tiny):
+    from tokenmix.steptime import _inference_case, _shell
+    from tokenmix.training.build import make_task
+
+    task = make_task(tiny)
+    run = next(r for r in tiny.runs(task.info.kind) if r.label == "softmax")
+    case = _inference_case(_shell(task, 16, (4, 4)), run, 16, 2, 0)
+    before = [p.detach().clone() for p in case.model.parameters()]
+    case.step()
+    assert not case.model.training
+    assert all(p.grad is None for p in case.model.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, case.model.parameters()))
+
+
 def test_memory_every_round_in_fresh_processes(tiny):
     rows = time_scaling(tiny, [64], rounds=2, labels=["linear"], memory_rounds=True, **FAST)
     assert [r["memory"] for r in rows] == ["round", "round"]
@@ -170,3 +192,15 @@ def test_cli_end_to_end(tmp_path, capsys, monkeypatch):
           "--labels", "linear", "--out", str(scaling)])
     with open(scaling, newline="") as f:
         assert [(r["kind"], r["length"]) for r in csv.DictReader(f)] == [("scaling", "4"), ("scaling", "8")]
+    # --inference: one forward pass per (label, N), no memory
+    inference = tmp_path / "inference.csv"
+    main(["steptime", "--config", str(config), "--rounds", "1", "--min-run-time", "0.001", "--scaling", "--inference",
+          "--labels", "linear", "--out", str(inference)])
+    with open(inference, newline="") as f:
+        assert [(r["kind"], r["length"], r["peak_mb"]) for r in csv.DictReader(f)] == [("inference", "4", ""),
+                                                                                       ("inference", "8", "")]
+    with pytest.raises(SystemExit, match="--inference times synthetic lengths"):
+        main(["steptime", "--config", str(config), "--inference", "--out", str(inference)])
+    with pytest.raises(SystemExit, match="--inference records no memory"):
+        main(["steptime", "--config", str(config), "--scaling", "--inference", "--memory-rounds", "--out",
+              str(inference)])

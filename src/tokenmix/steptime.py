@@ -20,10 +20,12 @@ whose peak-memory method it uses.
   N skipped), with the peak memory of one step (``peak_mb``) in a fresh process by ``tokenmix speed``'s method:
   once per (label, N), copied into every round (column ``memory`` = "once"), or with ``memory_rounds`` in a
   fresh process of its own every round ("round"), so that a claim on memory has independent samples.
+* ``time_scaling(..., inference=True)`` (kind ``inference``): the same synthetic inputs, but one inference pass
+  (eval mode, no gradients: the task's logits) instead of a training step; no memory column.
 * :func:`slopes`: per label and round, the log-log slope of step time on length; median and 95% interval.
 
-CSV (:func:`write_csv`, :data:`COLUMNS`): ``docs/reproduction/<name>-steptime.csv`` (experiment rows) and
-``docs/reproduction/<name>-scaling.csv`` (scaling rows), :func:`default_path`.
+CSV (:func:`write_csv`, :data:`COLUMNS`): ``docs/reproduction/<name>-steptime.csv`` (experiment rows),
+``<name>-scaling.csv`` (scaling rows) and ``<name>-inference.csv`` (inference rows), :func:`default_path`.
 """
 from __future__ import annotations
 
@@ -197,6 +199,22 @@ def _scaling_case(shell: Task, run: RunSpec, config: TrainConfig, total_steps: i
     return StepCase(run.label, step, length, batch, model)
 
 
+def _inference_case(shell: Task, run: RunSpec, length: int, batch: int, seed: int) -> StepCase:
+    """One inference pass of ``run``'s model on synthetic input: eval mode, no gradients, the task's logits."""
+    try:
+        model = build_model(shell, run)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"steptime: {run.label!r} at length {length}: {error}") from None
+    model.eval()
+    inputs = _synthetic(shell, length, batch, seed)
+
+    def infer() -> float:
+        with torch.inference_mode():
+            shell.logits(model, inputs)
+        return 0.0
+    return StepCase(run.label, infer, length, batch, model)
+
+
 def _peak_child(shell: Task, run: RunSpec, config: TrainConfig, total_steps: int, length: int, batch: int,
                 threads: int, warm: Task, warm_length: int) -> float:
     """In a fresh process: one step of a small model first (the process's one-time costs), then the peak
@@ -222,15 +240,19 @@ def _peak_mb(*args: Any) -> float | str:
 
 def time_scaling(experiment: Experiment, lengths: Iterable[int], *, rounds: int = 10, threads: int = 1,
                  min_run_time: float = 0.2, labels: Iterable[str] | None = None, batch: int = 1,
-                 memory: bool = True, memory_rounds: bool = False, budget: float | None = None,
-                 task: Task | None = None, rotate: bool = False) -> list[dict[str, Any]]:
+                 memory: bool = True, memory_rounds: bool = False, inference: bool = False,
+                 budget: float | None = None, task: Task | None = None, rotate: bool = False) -> list[dict[str, Any]]:
     """One row per (label, length, round): seconds of one training step on synthetic inputs of ``length``
     tokens (``batch`` of them), each round timing every (length, label) once; ``peak_mb`` per (label,
     length) with ``memory``, measured anew for every round with ``memory_rounds`` (all before the timings, in
-    rounds over the cases, as the timings are). Image tasks take square numbers of patches only (others are
-    skipped, warned)."""
+    rounds over the cases, as the timings are). With ``inference``: one inference pass instead of a training
+    step (rows of kind "inference"), no memory (pass ``memory=False``). Image tasks take square numbers of
+    patches only (others are skipped, warned)."""
     if memory_rounds and not memory:
         raise ValueError("steptime: memory_rounds measures memory; it cannot go with memory=False")
+    if inference and memory:
+        raise ValueError("steptime: the inference pass records no memory (the memory method times a training "
+                         "step): pass memory=False")
     task = task or make_task(experiment)
     lengths = sorted(set(int(n) for n in lengths))
     if task.info.kind == "image":
@@ -247,6 +269,9 @@ def time_scaling(experiment: Experiment, lengths: Iterable[int], *, rounds: int 
         patch = run.model.get("patch_size", task.model_defaults.get("patch_size", 4))
         patch = tuple(patch) if isinstance(patch, (list, tuple)) else (patch, patch)
         for n in lengths:
+            if inference:
+                cases.append(_inference_case(_shell(task, n, patch), run, n, batch, config.seed))
+                continue
             cases.append(_scaling_case(_shell(task, n, patch), run, config, total, n, batch))
             peak_args.append((_shell(task, n, patch), run, config, total, n, batch, threads,
                               _shell(task, lengths[0], patch), lengths[0]))
@@ -260,8 +285,8 @@ def time_scaling(experiment: Experiment, lengths: Iterable[int], *, rounds: int 
         for case, args in zip(cases, peak_args):
             case.peak_mb = _peak_mb(*args)
     order = sorted(cases, key=lambda c: c.length)  # stable: length-major, labels in order within a length
-    return _interleaved(experiment.name, "scaling", order, rounds=rounds, threads=threads,
-                        min_run_time=min_run_time, rotate=rotate, budget=budget)
+    return _interleaved(experiment.name, "inference" if inference else "scaling", order, rounds=rounds,
+                        threads=threads, min_run_time=min_run_time, rotate=rotate, budget=budget)
 
 
 # -- summaries --------------------------------------------------------------------------------------------------
@@ -346,8 +371,10 @@ def scaling_table(rows: Iterable[dict[str, Any]]) -> tuple[list[str], list[list[
 
 
 def default_path(experiment: Experiment, kind: str) -> Path:
-    """``docs/reproduction/<name>-steptime.csv`` (kind ``experiment``) or ``<name>-scaling.csv``."""
-    return Path("docs/reproduction") / f"{experiment.name}-{'steptime' if kind == 'experiment' else 'scaling'}.csv"
+    """``docs/reproduction/<name>-steptime.csv`` (kind ``experiment``), ``<name>-scaling.csv`` (``scaling``) or
+    ``<name>-inference.csv`` (``inference``)."""
+    suffix = {"experiment": "steptime", "scaling": "scaling", "inference": "inference"}[kind]
+    return Path("docs/reproduction") / f"{experiment.name}-{suffix}.csv"
 
 
 def write_csv(rows: list[dict[str, Any]], path: str | Path) -> Path:

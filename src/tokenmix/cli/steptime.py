@@ -30,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--memory-rounds", action="store_true", help="with --lengths: measure the peak memory in a "
                     "fresh process every round, not once per (label, N) (the default when the file's [report] "
                     "harness_memory is \"round\"; claims on memory need it)")
+    st.add_argument("--inference", action="store_true", help="with --lengths or --scaling: time one inference pass "
+                    "(eval mode, no gradients) instead of a training step; no memory (default --out: "
+                    "<name>-inference.csv)")
     st.add_argument("--rotate", action="store_true", help="start each round one label later (A B C, B C A, ...)")
     st.add_argument("--max-seconds", type=float, help="time cap: start no round that would likely end past it")
     st.add_argument("--out", help="CSV file (default: docs/reproduction/<name>-steptime.csv, with --lengths "
@@ -69,16 +72,22 @@ def run(args: argparse.Namespace) -> None:
         task = make_task(experiment)
         lengths = scaling_lengths(args, experiment)
         if lengths:
-            rounds_of_memory = args.memory_rounds or experiment.report.get("harness_memory") == "round"
+            rounds_of_memory = (args.memory_rounds or experiment.report.get("harness_memory") == "round") \
+                and not args.inference
+            if args.inference and args.memory_rounds:
+                raise ValueError("--inference records no memory: drop --memory-rounds")
             if rounds_of_memory and args.no_memory:
                 raise ValueError("--no-memory with memory measured every round (--memory-rounds or the file's "
                                  "[report] harness_memory = \"round\"): drop one")
-            rows = time_scaling(experiment, lengths, batch=args.batch, memory=not args.no_memory,
-                                memory_rounds=rounds_of_memory, task=task, **common)
+            rows = time_scaling(experiment, lengths, batch=args.batch, memory=not (args.no_memory or args.inference),
+                                memory_rounds=rounds_of_memory, inference=args.inference, task=task, **common)
+        elif args.inference:
+            raise ValueError("--inference times synthetic lengths: give --lengths or --scaling")
         else:
             rows = time_training_steps(experiment, task=task, **common)
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"tokenmix steptime: {error}") from None
-    path = write_csv(rows, args.out or default_path(experiment, "scaling" if lengths else "experiment"))
+    kind = "inference" if args.inference else "scaling" if lengths else "experiment"
+    path = write_csv(rows, args.out or default_path(experiment, kind))
     print(f"\nwrote {path}: {len(rows)} rows, {max(int(r['round']) for r in rows)} rounds, {args.threads} thread(s)\n")
     print_table(*(scaling_table(rows) if lengths else step_table(rows, len(task.splits["train"]))))

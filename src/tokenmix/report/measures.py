@@ -8,15 +8,16 @@ Files, per experiment ``<name>`` (``scripts/collect_results.py`` writes the firs
 * ``<name>-chance.csv``: the test split's rate of the train split's majority class;
 * ``<name>-steptime.csv``: the controlled step-time harness (``tokenmix steptime --config
   experiments/<name>.toml``), columns ``experiment, label, kind, length, batch, round, step_s, threads``
-  (and ``peak_mb``): kind "experiment" is one training step at the experiment's shapes, kind "scaling" the
-  same at the synthetic length ``length`` (these may also be in ``<name>-scaling.csv``, which
-  ``tokenmix steptime --lengths`` writes; both files are read).
+  (and ``peak_mb``, ``memory``): kind "experiment" is one training step at the experiment's shapes, kind
+  "scaling" the same at the synthetic length ``length`` (these may also be in ``<name>-scaling.csv``, which
+  ``tokenmix steptime --lengths`` writes; both files are read), kind "inference" one inference pass at
+  ``length`` (``<name>-inference.csv``, from ``tokenmix steptime --scaling --inference``).
 
 Per-seed measures come from the runs; time measures from the harness only (never from training wall time,
 which depends on what else the machine ran): ``step_time_s`` and ``time_per_epoch_s`` (steps per epoch x
-step time) per round, ``time_to_target_s`` per seed (the step at which the target's streak completes x the
-label's median harness step time; never reached: ``inf``), ``step_memory_mb`` per round (the peak memory of one
-step at one length), ``time_slope`` / ``memory_slope`` per round (the least-squares slope of log step time / log
+step time) per round, ``infer_time_s`` per round (one inference pass at one length), ``time_to_target_s`` per
+seed (the step at which the target's streak completes x the label's median harness step time; never reached:
+``inf``), ``step_memory_mb`` per round (the peak memory of one step at one length), ``time_slope`` / ``memory_slope`` per round (the least-squares slope of log step time / log
 peak memory against log length over the "scaling" rows). The memory measures read only rows whose ``memory`` is
 "round" (measured in a fresh process every round): memory measured once and copied into every round is one
 sample, not one per round, so no test may read it as many.
@@ -166,8 +167,8 @@ class ExperimentData:
             by_round.setdefault(int(row["round"]), []).append(float(row[column]))
         return {r: statistics.median(v) for r, v in sorted(by_round.items())}
 
-    def scaling_lengths(self, label: str) -> set[int]:
-        return {int(r["length"]) for r in self.harness or [] if r["label"] == label and r["kind"] == "scaling"}
+    def scaling_lengths(self, label: str, kind: str = "scaling") -> set[int]:
+        return {int(r["length"]) for r in self.harness or [] if r["label"] == label and r["kind"] == kind}
 
     def slopes(self, label: str, column: str, lengths: tuple[int, int] | None) -> dict[int, float]:
         rounds: dict[int, list[tuple[float, float]]] = {}
@@ -187,7 +188,8 @@ class ExperimentData:
         """``label``'s values of ``claim.measure`` (None and why when there are none)."""
         measure = claim.measure
         if claim.harness or measure == "time_to_target_s":
-            kind = "scaling" if measure in ("time_slope", "memory_slope") or claim.length is not None else "experiment"
+            kind = ("inference" if measure == "infer_time_s" else "scaling"
+                    if measure in ("time_slope", "memory_slope") or claim.length is not None else "experiment")
             if not any(r["kind"] == kind for r in self.harness or []):
                 return None, self.harness_missing(claim, kind)
         if claim.harness:
@@ -218,6 +220,8 @@ class ExperimentData:
         command = STEPTIME_COMMAND.format(name=self.name)
         if kind == "experiment":
             return f"no `{self.name}-steptime.csv`: run `{command}`"
+        if kind == "inference":
+            return f"no `{self.name}-inference.csv`: run `{command} --scaling --inference`"
         if claim.lengths:
             lengths, n = [], claim.lengths[0]
             while n <= claim.lengths[1]:
@@ -263,6 +267,8 @@ class ExperimentData:
             return self.slopes(label, "peak_mb", claim.lengths)
         if measure == "step_memory_mb":
             return self.step_times(label, "scaling", self.resolve_length(claim), column="peak_mb")
+        if measure == "infer_time_s":
+            return self.step_times(label, "inference", self.resolve_length(claim, "inference"))
         if measure == "step_time_s":
             if claim.length is None:
                 return self.step_times(label)
@@ -270,14 +276,14 @@ class ExperimentData:
         spe = self.epoch_steps(label)
         return {r: spe * t for r, t in self.step_times(label).items()} if spe else {}
 
-    def resolve_length(self, claim: Claim) -> int | None:
-        """The synthetic length of a ``step_time_s`` or ``step_memory_mb`` claim: its ``length``, or the largest
-        both labels have."""
+    def resolve_length(self, claim: Claim, kind: str = "scaling") -> int | None:
+        """The synthetic length of a claim read at one length (``step_time_s``, ``step_memory_mb``,
+        ``infer_time_s``): its ``length``, or the largest both labels have in rows of ``kind``."""
         if claim.length != "largest":
             return claim.length
-        common = self.scaling_lengths(claim.a)
+        common = self.scaling_lengths(claim.a, kind)
         if claim.b_label is not None:
-            common &= self.scaling_lengths(claim.b_label)
+            common &= self.scaling_lengths(claim.b_label, kind)
         return max(common) if common else None
 
 
@@ -304,7 +310,7 @@ def load_data(data: Path, name: str, *, target: float | None = None, target_k: i
     chance_path = data / f"{name}-chance.csv"
     chance = float(read_csv(chance_path)[0]["test_rate"]) if chance_path.exists() else None
     harness = None
-    for suffix in ("steptime", "scaling"):
+    for suffix in ("steptime", "scaling", "inference"):
         path = data / f"{name}-{suffix}.csv"
         if path.exists():
             harness = (harness or []) + [r for r in read_csv(path) if r.get("experiment", name) in (name, "")]

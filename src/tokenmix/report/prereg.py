@@ -2,7 +2,7 @@
 
 :func:`registrations` reads the git history of an experiment file (``experiments/<name>.toml``) and of its
 results CSV (``docs/reproduction/<name>.csv``; for the harness claims the step-time CSVs beside it,
-``<name>-steptime.csv`` and ``<name>-scaling.csv``) and, per claim, finds
+``<name>-steptime.csv``, ``<name>-scaling.csv`` and ``<name>-inference.csv``) and, per claim, finds
 
 * the commit where the claim's *test* last changed: its kind, labels (``a``, ``b``), measure, factor,
   approx margin, equivalence margin, ``length`` / ``lengths``, ``[report] target``, ``target_k`` and
@@ -246,7 +246,8 @@ def _rows(item: dict[str, Any], state: _State) -> set[tuple]:
     labels = _labels(item)
     if not _harness(item):
         return {row for row in state.rows["runs"] if row[0] in labels}
-    kind = "scaling" if item.get("measure") in _SLOPES or item.get("length") is not None else "experiment"
+    kind = ("inference" if item.get("measure") == "infer_time_s" else "scaling"
+            if item.get("measure") in _SLOPES or item.get("length") is not None else "experiment")
     return {row for row in state.rows["harness"] if row[0] in labels and row[2] == kind and _in_lengths(item, row)}
 
 
@@ -397,14 +398,15 @@ def registrations(repo: Path, experiment_file: str, results_csv: str,
                   harness_csvs: Sequence[str] | None = None) -> dict[str, Registration]:
     """Per claim text of ``experiment_file`` (as the working tree has it), whether its test was fixed in git
     before the first row of ``results_csv`` it judges. Paths are relative to ``repo`` (or absolute, under it);
-    ``harness_csvs`` (the rows of the harness claims) default to ``<results_csv stem>-steptime.csv`` and
-    ``-scaling.csv`` beside it. Outside a git checkout: ``{}``."""
+    ``harness_csvs`` (the rows of the harness claims) default to ``<results_csv stem>-steptime.csv``,
+    ``-scaling.csv`` and ``-inference.csv`` beside it. Outside a git checkout: ``{}``."""
     repo = Path(repo)
     experiment_file, results_csv = (str(Path(p).relative_to(repo.resolve())) if Path(p).is_absolute() else str(p)
                                     for p in (experiment_file, results_csv))
     if harness_csvs is None:
         stem = PurePosixPath(results_csv)
-        harness_csvs = [str(stem.with_name(f"{stem.stem}-{kind}.csv")) for kind in ("steptime", "scaling")]
+        harness_csvs = [str(stem.with_name(f"{stem.stem}-{kind}.csv"))
+                        for kind in ("steptime", "scaling", "inference")]
     states = _states(repo, experiment_file, results_csv, harness_csvs)
     if states is None:
         return {}

@@ -52,9 +52,18 @@ def harness_only(study: Study) -> bool:
 
 def harness_command(study: Study) -> str:
     """The ``tokenmix steptime`` command that measures the study's harness claims: ``--scaling`` (its ``[report]
-    harness_lengths``) where claims read lengths, else the experiment's own batch."""
-    scaling = any(c.measure in SLOPES or c.length is not None for c in study.claims)
-    return f"tokenmix steptime --config {study.file}" + (" --scaling" if scaling else "")
+    harness_lengths``) where claims read lengths, else the experiment's own batch; ``--scaling --inference`` for
+    the inference claims (two commands, joined by "` and `", where a file has both kinds)."""
+    base = f"tokenmix steptime --config {study.file}"
+    inference = [c for c in study.claims if c.measure == "infer_time_s"]
+    training = [c for c in study.claims if c.measure != "infer_time_s"]
+    commands = []
+    if training or not inference:
+        scaling = any(c.measure in SLOPES or c.length is not None for c in training)
+        commands.append(base + (" --scaling" if scaling else ""))
+    if inference:
+        commands.append(base + " --scaling --inference")
+    return "` and `".join(commands)
 
 
 def run_here(study: Study, data: Path | None = None) -> list[str]:

@@ -27,7 +27,7 @@
     margin = 0.05              # approx: a within ±margin * b
     equivalence = 0.02         # direction claims: the labels' equivalence margin r, fixed before the data
     equivalence_reason = "..." # why r (the paper's numbers); required with equivalence
-    length = "largest"         # step_time_s, step_memory_mb: the harness's synthetic length (an int, or "largest")
+    length = "largest"         # AT_LENGTH measures: the harness's synthetic length (an int, or "largest")
     lengths = [256, 4096]      # time_slope / memory_slope: the lengths fitted (default: all)
     added = true               # a claim added here, not one the paper makes in these words
 
@@ -42,11 +42,12 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
-           "HARNESS_MEASURES", "SLOPES", "KINDS", "check_labels", "parse_ledger"]
+           "HARNESS_MEASURES", "AT_LENGTH", "SLOPES", "KINDS", "check_labels", "parse_ledger"]
 
 KINDS = ("greater", "less", "approx")
 SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s", "locality")
-HARNESS_MEASURES = ("step_time_s", "step_memory_mb", "time_per_epoch_s", "time_slope", "memory_slope")
+HARNESS_MEASURES = ("step_time_s", "step_memory_mb", "infer_time_s", "time_per_epoch_s", "time_slope", "memory_slope")
+AT_LENGTH = ("step_time_s", "step_memory_mb", "infer_time_s")  # the harness measures read at one synthetic length
 MEASURES = SEED_MEASURES + HARNESS_MEASURES
 SLOPES = ("time_slope", "memory_slope")
 _CLAIM_KEYS = {"text", "paper", "a", "b", "measure", "kind", "factor", "margin", "equivalence",
@@ -179,12 +180,12 @@ def parse_claim(item: Any, where: str = "claims[0]") -> Claim:
     if b == "chance" and measure in HARNESS_MEASURES:
         _fail(where, f"'chance' is a rate of the test split; it cannot be compared with {measure}")
     length = item.get("length")
-    if length is not None and (measure not in ("step_time_s", "step_memory_mb") or not (
+    if length is not None and (measure not in AT_LENGTH or not (
             length == "largest" or (isinstance(length, int) and not isinstance(length, bool) and length > 0))):
-        _fail(where, f"'length' (an int > 0 or \"largest\") is for step_time_s and step_memory_mb claims only, "
+        _fail(where, f"'length' (an int > 0 or \"largest\") is for {', '.join(AT_LENGTH)} claims only, "
                      f"got {length!r}")
-    if measure == "step_memory_mb" and length is None:
-        _fail(where, "a step_memory_mb claim reads the scaling harness at one length: give 'length'")
+    if measure in ("step_memory_mb", "infer_time_s") and length is None:
+        _fail(where, f"a {measure} claim reads the harness at one synthetic length: give 'length'")
     lengths = item.get("lengths")
     if lengths is not None and (measure not in SLOPES or not isinstance(lengths, list) or len(lengths) != 2
                                 or not all(isinstance(n, int) and n > 0 for n in lengths) or lengths[0] >= lengths[1]):
