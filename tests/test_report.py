@@ -499,6 +499,20 @@ def test_a_harness_only_experiment_reads_memory_measured_every_round(tmp_path):
     assert float(rows[0]["peak_mb"]) != median and f"| {median:,.0f} (" in part
 
 
+def test_the_inference_claims_are_judged_on_the_committed_inference_rows(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    name = "001-kerformer-inference-inference.csv"
+    (data / name).write_text((DATA / name).read_text())
+    out = tmp_path / "reproduction.md"
+    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(ROOT / "experiments"),
+                 "--no-plots"]) == 0
+    text = out.read_text()
+    judged = [line for line in text.splitlines() if line.startswith("| `001-kerformer-inference` | Kerformer infers")]
+    assert len(judged) == 9 and not any("not run yet" in line or "not measured" in line for line in judged)
+    assert "| kerformer vs softmax at N = 4096 |" in text
+
+
 def test_time_per_epoch_before_any_run_uses_the_planned_steps(tmp_path):
     rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb"]
     rows += [f"x,{label},experiment,64,8,{r},{t * r},1," for r in (1, 2) for label, t in (("a", 0.01), ("b", 0.02))]
