@@ -476,38 +476,37 @@ def test_harness_command_names_the_inference_pass(tmp_path):
         "tokenmix steptime --config experiments/x.toml"
 
 
+def _report_with_only(tmp_path, *names: str) -> str:
+    """The report rendered from these committed CSVs alone (the experiment files as committed)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in names:
+        (data / name).write_text((DATA / name).read_text())
+    out = tmp_path / "reproduction.md"
+    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(ROOT / "experiments"),
+                 "--no-plots"]) == 0
+    return out.read_text()
+
+
 def test_a_harness_only_experiment_reads_memory_measured_every_round(tmp_path):
     """001-kerformer-memory's committed harness rows (peak memory in a fresh process every round): its claims are
     judged on the 16 paired rounds, its section does not ask for training runs `tokenmix compare` would refuse,
     and the growth table shows the median memory over the rounds, not round 1's."""
-    data = tmp_path / "data"
-    data.mkdir()
     name = "001-kerformer-memory-scaling.csv"
-    (data / name).write_text((DATA / name).read_text())
-    out = tmp_path / "reproduction.md"
-    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(ROOT / "experiments"),
-                 "--no-plots"]) == 0
-    text = out.read_text()
+    text = _report_with_only(tmp_path, name)
     start = text.index("#### Memory at N = 10,000 (Table 3)")
     part = text[start:text.index("\n#### ", start + 1)]
     assert "No training runs: every claim of this file is judged on the step-time harness." in part
     assert "Training runs not finished yet" not in part
     assert "| kerformer vs softmax at N = 10000 | 867 ± 5 vs 60.3 ± 1.8 (×14.4) |" in part
     assert "**does not hold: the opposite**" in part
-    rows = [r for r in read_csv(data / name) if r["label"] == "kerformer" and r["length"] == "10000"]
+    rows = [r for r in read_csv(DATA / name) if r["label"] == "kerformer" and r["length"] == "10000"]
     median = statistics.median(float(r["peak_mb"]) for r in rows)
     assert float(rows[0]["peak_mb"]) != median and f"| {median:,.0f} (" in part
 
 
 def test_the_inference_claims_are_judged_on_the_committed_inference_rows(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    name = "001-kerformer-inference-inference.csv"
-    (data / name).write_text((DATA / name).read_text())
-    out = tmp_path / "reproduction.md"
-    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(ROOT / "experiments"),
-                 "--no-plots"]) == 0
-    text = out.read_text()
+    text = _report_with_only(tmp_path, "001-kerformer-inference-inference.csv")
     judged = [line for line in text.splitlines() if line.startswith("| `001-kerformer-inference` | Kerformer infers")]
     assert len(judged) == 9 and not any("not run yet" in line or "not measured" in line for line in judged)
     assert "| kerformer vs softmax at N = 4096 |" in text
@@ -526,15 +525,7 @@ def test_time_per_epoch_before_any_run_uses_the_planned_steps(tmp_path):
 
 
 def test_an_experiment_with_only_its_harness_gets_its_time_verdicts(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    for suffix in ("steptime", "scaling"):
-        name = f"002-vision-fashion-{suffix}.csv"
-        (data / name).write_text((DATA / name).read_text())
-    out = tmp_path / "reproduction.md"
-    assert main(["report", "--data", str(data), "--out", str(out), "--experiments", str(ROOT / "experiments"),
-                 "--no-plots"]) == 0
-    text = out.read_text()
+    text = _report_with_only(tmp_path, "002-vision-fashion-steptime.csv", "002-vision-fashion-scaling.csv")
     assert "| `002-vision-fashion` | pvt's time per epoch is below softmax attention's (N = 196) | **holds** |" in text
     assert "**Training runs not finished yet**" in text
     assert "| `003-contextualizer-reviews` | all | not run yet |" in text  # no CSV of its own here: no verdicts
