@@ -61,8 +61,8 @@ def _committed_samples() -> list[tuple[str, list[float], list[float]]]:
     validation."""
     cases = []
     for path in sorted(DATA.rglob("*.csv")):
-        if path.stem.endswith(("-history", "-chance", "-speed", "-steptime", "-scaling", "-configs", "-verify")) or \
-                path.stem.endswith("speed"):
+        harness = ("-steptime", "-scaling", "-inference")
+        if path.stem.endswith(("-history", "-chance", "-speed", *harness, "-configs", "-verify", "speed")):
             continue
         rows = read_csv(path)
         labels = list(dict.fromkeys(r["label"] for r in rows))
