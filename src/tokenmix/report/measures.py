@@ -17,10 +17,11 @@ Per-seed measures come from the runs; time measures from the harness only (never
 which depends on what else the machine ran): ``step_time_s`` and ``time_per_epoch_s`` (steps per epoch x
 step time) per round, ``infer_time_s`` per round (one inference pass at one length), ``time_to_target_s`` per
 seed (the step at which the target's streak completes x the label's median harness step time; never reached:
-``inf``), ``step_memory_mb`` per round (the peak memory of one step at one length), ``time_slope`` / ``memory_slope`` per round (the least-squares slope of log step time / log
-peak memory against log length over the "scaling" rows). The memory measures read only rows whose ``memory`` is
-"round" (measured in a fresh process every round): memory measured once and copied into every round is one
-sample, not one per round, so no test may read it as many.
+``inf``), ``step_memory_mb`` per round (the peak memory of one step at one length), ``time_slope`` /
+``memory_slope`` per round (the least-squares slope of log step time / log peak memory against log length over
+the "scaling" rows). The memory measures read only rows whose ``memory`` is "round" (measured in a fresh
+process every round): memory measured once and copied into every round is one sample, not one per round, so
+no test may read it as many.
 """
 
 from __future__ import annotations
