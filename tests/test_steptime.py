@@ -199,8 +199,9 @@ def test_cli_end_to_end(tmp_path, capsys, monkeypatch):
     with open(inference, newline="") as f:
         assert [(r["kind"], r["length"], r["peak_mb"]) for r in csv.DictReader(f)] == [("inference", "4", ""),
                                                                                        ("inference", "8", "")]
-    with pytest.raises(SystemExit, match="--inference times synthetic lengths"):
-        main(["steptime", "--config", str(config), "--inference", "--out", str(inference)])
+    for flag in ("--inference", "--memory-rounds", "--no-memory"):  # without lengths: refused, not ignored
+        with pytest.raises(SystemExit, match=f"{flag} goes with synthetic lengths: give --lengths or --scaling"):
+            main(["steptime", "--config", str(config), flag, "--out", str(inference)])
     with pytest.raises(SystemExit, match="--inference records no memory"):
         main(["steptime", "--config", str(config), "--scaling", "--inference", "--memory-rounds", "--out",
               str(inference)])

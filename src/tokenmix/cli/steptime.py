@@ -25,11 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--scaling", action="store_true", help="as --lengths, at the file's [report] harness_lengths "
                     "(the lengths its scaling claims read)")
     st.add_argument("--batch", type=int, default=1, help="with --lengths: inputs per step")
-    st.add_argument("--no-memory", action="store_true", help="with --lengths: skip the peak memory of each (label, "
-                    "N), measured in a fresh process each")
-    st.add_argument("--memory-rounds", action="store_true", help="with --lengths: measure the peak memory in a "
-                    "fresh process every round, not once per (label, N) (the default when the file's [report] "
-                    "harness_memory is \"round\"; claims on memory need it)")
+    st.add_argument("--no-memory", action="store_true", help="with --lengths or --scaling: skip the peak memory "
+                    "of each (label, N), measured in a fresh process each")
+    st.add_argument("--memory-rounds", action="store_true", help="with --lengths or --scaling: measure the peak "
+                    "memory in a fresh process every round, not once per (label, N) (the default when the file's "
+                    "[report] harness_memory is \"round\"; claims on memory need it)")
     st.add_argument("--inference", action="store_true", help="with --lengths or --scaling: time one inference pass "
                     "(eval mode, no gradients) instead of a training step; no memory (default --out: "
                     "<name>-inference.csv)")
@@ -81,8 +81,10 @@ def run(args: argparse.Namespace) -> None:
                                  "[report] harness_memory = \"round\"): drop one")
             rows = time_scaling(experiment, lengths, batch=args.batch, memory=not (args.no_memory or args.inference),
                                 memory_rounds=rounds_of_memory, inference=args.inference, task=task, **common)
-        elif args.inference:
-            raise ValueError("--inference times synthetic lengths: give --lengths or --scaling")
+        elif args.inference or args.memory_rounds or args.no_memory:
+            used = next(f for f, on in (("--inference", args.inference), ("--memory-rounds", args.memory_rounds),
+                                         ("--no-memory", args.no_memory)) if on)
+            raise ValueError(f"{used} goes with synthetic lengths: give --lengths or --scaling")
         else:
             rows = time_training_steps(experiment, task=task, **common)
     except (ValueError, FileNotFoundError) as error:
