@@ -250,6 +250,20 @@ def test_fft_size_is_smooth_and_large_enough():
 
 # -- dtypes and options --------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", NAMES)
+def test_cpu_half_precision_convolves_in_float32(name, dtype, monkeypatch):
+    """CPU conv1d in bfloat16 is wrong for some shapes on AMX CPUs (PyTorch 2.13) and float16 is very slow: the
+    direct path convolves in float32 there, whatever the CPU, and returns the input's dtype."""
+    seen = []
+    real = extractor.F.conv1d
+    monkeypatch.setattr(extractor.F, "conv1d",
+                        lambda x, w, *a, **k: seen.append((x.dtype, w.dtype)) or real(x, w, *a, **k))
+    mixer = make(name, dtype=dtype, path="direct")
+    y = mixer(torch.randn(2, 40, DIM, dtype=dtype), lengths_mask([40, 21], 40))
+    assert y.dtype == dtype and seen and set(seen) == {(torch.float32, torch.float32)}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("path", ["direct", "fft"])
 @pytest.mark.parametrize("name", NAMES)
 def test_low_precision_tracks_float32(name, path, dtype):

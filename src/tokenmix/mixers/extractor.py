@@ -95,7 +95,14 @@ def _apply_taps(window: Tensor, w: Tensor, kind: str) -> Tensor:
 
 
 def _conv_direct(u: Tensor, w: Tensor, kind: str) -> Tensor:
-    """Causal convolution ``y_i = sum_k u_{i-k} (x) w[k]`` (k = 0..K-1) with conv1d; u (B, N, d)."""
+    """Causal convolution ``y_i = sum_k u_{i-k} (x) w[k]`` (k = 0..K-1) with conv1d; u (B, N, d).
+
+    On the CPU, half-precision inputs are convolved in float32 and the result cast back: PyTorch 2.13's
+    bfloat16 conv1d returns wrong values for some shapes on CPUs with AMX (16 taps over 6 channels: errors as
+    large as the outputs), and its float16 conv1d is orders of magnitude slower there."""
+    if u.device.type == "cpu" and u.dtype in (torch.float16, torch.bfloat16):
+        with torch.autocast(device_type="cpu", enabled=False):
+            return _conv_direct(u.float(), w.float(), kind).to(u.dtype)
     if kind == "matrix":
         return _conv_direct_matrix(u, w)
     d, k = u.shape[2], w.shape[0]
