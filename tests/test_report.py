@@ -460,6 +460,18 @@ def test_inference_claims_read_the_inference_rows_only(tmp_path):
     assert train.values == pytest.approx((0.5, 0.5))  # the training rows are not the inference rows
 
 
+def test_one_rule_says_which_harness_rows_a_claim_reads():
+    from tokenmix.study.claims import harness_kind
+
+    assert harness_kind("infer_time_s", True) == "inference"
+    assert [harness_kind(m, False) for m in ("time_slope", "memory_slope")] == ["scaling", "scaling"]
+    assert harness_kind("step_time_s", True) == "scaling" and harness_kind("step_memory_mb", True) == "scaling"
+    assert harness_kind("step_time_s", False) == "experiment"
+    assert harness_kind("time_per_epoch_s", False) == "experiment"
+    assert claim("less", measure="infer_time_s", length=2048).harness_kind == "inference"
+    assert claim("less", measure="step_time_s").harness_kind == "experiment"
+
+
 def test_harness_command_names_the_inference_pass(tmp_path):
     from types import SimpleNamespace
 

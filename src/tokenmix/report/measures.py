@@ -108,6 +108,12 @@ def steps_per_epoch(run: Run) -> int | None:
     return None
 
 
+def _measured(row: dict[str, str], column: str) -> bool:
+    """Whether a harness row holds a sample of ``column``: a value, and for peak memory one measured in the
+    row's own round (``memory`` "round"; otherwise one measurement copied into every round)."""
+    return row.get(column, "") != "" and (column != "peak_mb" or row.get("memory") == "round")
+
+
 def _slope(points: list[tuple[float, float]]) -> float | None:
     points = [(x, y) for x, y in points if x > 0 and y > 0]
     if len({x for x, _ in points}) < 2:
@@ -159,9 +165,7 @@ class ExperimentData:
         the rows that measured memory in their own round."""
         by_round: dict[int, list[float]] = {}
         for row in self.harness or []:
-            if row["label"] != label or row["kind"] != kind or row.get(column, "") == "":
-                continue
-            if column == "peak_mb" and row.get("memory") != "round":
+            if row["label"] != label or row["kind"] != kind or not _measured(row, column):
                 continue
             if length is not None and int(row["length"]) != length:
                 continue
@@ -174,9 +178,7 @@ class ExperimentData:
     def slopes(self, label: str, column: str, lengths: tuple[int, int] | None) -> dict[int, float]:
         rounds: dict[int, list[tuple[float, float]]] = {}
         for row in self.harness or []:
-            if row["label"] != label or row["kind"] != "scaling" or row.get(column, "") == "":
-                continue
-            if column == "peak_mb" and row.get("memory") != "round":
+            if row["label"] != label or row["kind"] != "scaling" or not _measured(row, column):
                 continue
             n = int(row["length"])
             if lengths is None or lengths[0] <= n <= lengths[1]:
@@ -189,8 +191,7 @@ class ExperimentData:
         """``label``'s values of ``claim.measure`` (None and why when there are none)."""
         measure = claim.measure
         if claim.harness or measure == "time_to_target_s":
-            kind = ("inference" if measure == "infer_time_s" else "scaling"
-                    if measure in ("time_slope", "memory_slope") or claim.length is not None else "experiment")
+            kind = claim.harness_kind
             if not any(r["kind"] == kind for r in self.harness or []):
                 return None, self.harness_missing(claim, kind)
         if claim.harness:

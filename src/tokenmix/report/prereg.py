@@ -35,13 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
-from ..study.claims import HARNESS_MEASURES
+from ..study.claims import HARNESS_MEASURES, harness_kind
 from ..training.schema import HARNESS_ROUNDS
 
 __all__ = ["Registration", "registrations", "registrations_in_git", "looked_in_git", "registration_note", "WORKING_TREE"]
 
 WORKING_TREE = "uncommitted"  # fixed_at / first_rows_at of a state that only the working tree holds
-_SLOPES = ("time_slope", "memory_slope")
 
 
 @dataclass(frozen=True)
@@ -246,8 +245,7 @@ def _rows(item: dict[str, Any], state: _State) -> set[tuple]:
     labels = _labels(item)
     if not _harness(item):
         return {row for row in state.rows["runs"] if row[0] in labels}
-    kind = ("inference" if item.get("measure") == "infer_time_s" else "scaling"
-            if item.get("measure") in _SLOPES or item.get("length") is not None else "experiment")
+    kind = harness_kind(str(item.get("measure")), item.get("length") is not None)
     return {row for row in state.rows["harness"] if row[0] in labels and row[2] == kind and _in_lengths(item, row)}
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
-           "HARNESS_MEASURES", "AT_LENGTH", "SLOPES", "KINDS", "check_labels", "parse_ledger"]
+           "HARNESS_MEASURES", "AT_LENGTH", "SLOPES", "KINDS", "check_labels", "parse_ledger", "harness_kind"]
 
 KINDS = ("greater", "less", "approx")
 SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s", "locality")
@@ -50,6 +50,17 @@ HARNESS_MEASURES = ("step_time_s", "step_memory_mb", "infer_time_s", "time_per_e
 AT_LENGTH = ("step_time_s", "step_memory_mb", "infer_time_s")  # the harness measures read at one synthetic length
 MEASURES = SEED_MEASURES + HARNESS_MEASURES
 SLOPES = ("time_slope", "memory_slope")
+
+
+def harness_kind(measure: str, has_length: bool) -> str:
+    """Which harness rows a measure reads: "inference" (one forward pass, ``<name>-inference.csv``), "scaling"
+    (a training step at a synthetic length: the slopes, or any measure read at a ``length``) or "experiment"
+    (a training step at the experiment's own shapes)."""
+    if measure == "infer_time_s":
+        return "inference"
+    return "scaling" if measure in SLOPES or has_length else "experiment"
+
+
 _CLAIM_KEYS = {"text", "paper", "a", "b", "measure", "kind", "factor", "margin", "equivalence",
                "equivalence_reason", "length", "lengths", "added"}
 _PAPER_KEYS = {"key", "heading", "claim", "title", "data", "scale", "ledger"}
@@ -87,6 +98,10 @@ class Claim:
     @property
     def harness(self) -> bool:
         return self.measure in HARNESS_MEASURES
+
+    @property
+    def harness_kind(self) -> str:
+        return harness_kind(self.measure, self.length is not None)
 
 
 @dataclass(frozen=True)
