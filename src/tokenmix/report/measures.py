@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..study.claims import Claim
+from ..study.claims import SLOPES, Claim
 from ..study.values import Values
 
 __all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "training_cost", "last_window_loss",
@@ -262,21 +262,16 @@ class ExperimentData:
         return math.inf if step is None else step * step_s
 
     def _harness_values(self, label: str, claim: Claim) -> dict[int, float]:
-        measure = claim.measure
-        if measure == "time_slope":
-            return self.slopes(label, "step_s", claim.lengths)
-        if measure == "memory_slope":
-            return self.slopes(label, "peak_mb", claim.lengths)
-        if measure == "step_memory_mb":
-            return self.step_times(label, "scaling", self.resolve_length(claim), column="peak_mb")
-        if measure == "infer_time_s":
-            return self.step_times(label, "inference", self.resolve_length(claim, "inference"))
-        if measure == "step_time_s":
-            if claim.length is None:
-                return self.step_times(label)
-            return self.step_times(label, "scaling", self.resolve_length(claim))
+        measure, kind = claim.measure, claim.harness_kind
+        column = "peak_mb" if measure in ("memory_slope", "step_memory_mb") else "step_s"
+        if measure in SLOPES:
+            return self.slopes(label, column, claim.lengths)
+        length = None if kind == "experiment" else self.resolve_length(claim, kind)
+        per_round = self.step_times(label, kind, length, column=column)
+        if measure != "time_per_epoch_s":
+            return per_round
         spe = self.epoch_steps(label)
-        return {r: spe * t for r, t in self.step_times(label).items()} if spe else {}
+        return {r: spe * t for r, t in per_round.items()} if spe else {}
 
     def resolve_length(self, claim: Claim, kind: str = "scaling") -> int | None:
         """The synthetic length of a claim read at one length (``step_time_s``, ``step_memory_mb``,
