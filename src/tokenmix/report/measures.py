@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..study.claims import SLOPES, Claim
+from ..study.claims import MEMORY_MEASURES, SLOPES, Claim
 from ..study.values import Values
 
 __all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "training_cost", "last_window_loss",
@@ -235,7 +235,7 @@ class ExperimentData:
 
     def _no_harness_rows(self, label: str, claim: Claim, kind: str) -> str:
         """Why ``label`` has no values of a harness claim although the harness CSV exists."""
-        if claim.measure in ("memory_slope", "step_memory_mb") and not any(
+        if claim.measure in MEMORY_MEASURES and not any(
                 r.get("memory") == "round" and r["label"] == label for r in self.harness or []):
             return (f"no peak memory of {label} measured every round (memory measured once per (label, N) and "
                     f"copied into every round is one sample, not a sample per round): set [report] harness_memory "
@@ -263,7 +263,7 @@ class ExperimentData:
 
     def _harness_values(self, label: str, claim: Claim) -> dict[int, float]:
         measure, kind = claim.measure, claim.harness_kind
-        column = "peak_mb" if measure in ("memory_slope", "step_memory_mb") else "step_s"
+        column = "peak_mb" if measure in MEMORY_MEASURES else "step_s"
         if measure in SLOPES:
             return self.slopes(label, column, claim.lengths)
         length = None if kind == "experiment" else self.resolve_length(claim, kind)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
-from ..study.claims import HARNESS_MEASURES, harness_kind
+from ..study.claims import HARNESS_MEASURES, MEMORY_MEASURES, harness_kind
 from ..training.schema import HARNESS_ROUNDS
 
 __all__ = ["Registration", "registrations", "registrations_in_git", "looked_in_git", "registration_note", "WORKING_TREE"]
@@ -214,7 +214,7 @@ def _test(item: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
         test["target_k"] = report.get("target_k", 1)
         chosen = report.get("target_chosen_on")
         test["target_chosen_on"] = tuple(chosen) if isinstance(chosen, list) else chosen
-    if measure in ("step_memory_mb", "memory_slope"):  # once or every round: what a memory sample is
+    if measure in MEMORY_MEASURES:  # once or every round: what a memory sample is
         test["harness_memory"] = report.get("harness_memory", "once")
     return test
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
-           "HARNESS_MEASURES", "AT_LENGTH", "SLOPES", "KINDS", "check_labels", "parse_ledger", "harness_kind"]
+           "HARNESS_MEASURES", "AT_LENGTH", "SLOPES", "MEMORY_MEASURES", "KINDS", "check_labels", "parse_ledger", "harness_kind"]
 
 KINDS = ("greater", "less", "approx")
 SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s", "locality")
@@ -50,6 +50,7 @@ HARNESS_MEASURES = ("step_time_s", "step_memory_mb", "infer_time_s", "time_per_e
 AT_LENGTH = ("step_time_s", "step_memory_mb", "infer_time_s")  # the harness measures read at one synthetic length
 MEASURES = SEED_MEASURES + HARNESS_MEASURES
 SLOPES = ("time_slope", "memory_slope")
+MEMORY_MEASURES = ("step_memory_mb", "memory_slope")  # the harness measures whose samples are peak memory
 
 
 def harness_kind(measure: str, has_length: bool) -> str:
