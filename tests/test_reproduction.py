@@ -327,6 +327,30 @@ def test_claims_of_experiments_not_run_yet_count_in_the_one_holm_family(tmp_path
     assert "**Not run yet.**" in section(text, "Chen (2023)")
 
 
+def test_starting_an_experiment_does_not_change_the_verdicts_or_reasons_of_others(tmp_path):
+    """An open claim's reason ("at best p after Holm", or its Holm-adjusted p) counts every other claim with the
+    smallest p its planned design can give whether its experiment has not run or is pending: starting another
+    sweep leaves every other experiment's section as it was."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_000(data, relation_steps=[0.010 + 0.001 * r for r in range(10)])
+
+    def section_000() -> str:
+        return section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
+
+    before = section_000()
+    assert "| **inconclusive**: n = 10 paired rounds" in before  # the 10 harness rounds cannot decide these
+    # 004-extractors-depth now pending, 2 of its 7 seeds of one label in: its 7-vs-7 designs' floors (1 / 3,432)
+    # are below 000's 10 harness rounds' (2^-10), so they rank ahead of 000's open claims either way
+    name = "004-extractors-depth"
+    write_rows(data, name, [_row(name, "SHE-1L", seed, metric="perplexity", value=70.0, best_val=70.0, steps=30)
+                            for seed in (0, 1)])
+    collect_results.write_csv(data / f"{name}-history.csv", collect_results.HISTORY_COLUMNS,
+                              [h for seed in (0, 1) for h in _history("SHE-1L", seed, [9.0, 4.0, 3.9])])
+    assert "pending" in section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Chen (2023)")
+    assert section_000() == before
+
+
 def test_the_other_targets_judge_the_same_seeds_as_the_claim(tmp_path):
     """A time-to-target claim judged only on the runs after its last change (seeds 7-13) is judged on those runs
     at the targets beside too, not on every seed."""

@@ -24,7 +24,7 @@ from .measures import ExperimentData, load_data
 from .prereg import looked_in_git, registration_note, registrations_in_git
 from .notes import not_pooled_note, provenance_note
 from .sections import (Study, harness_command, harness_only, harness_section, judge_study, measured_section,
-                       run_here)
+                       planned_design_floor, run_here)
 from .tables import table
 
 
@@ -247,8 +247,9 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
         raise ValueError(f"no experiment file with a [paper] table in {str(experiments)!r} (--experiments): nothing "
                          f"to report")
     done = {study.name: judged(study, data, experiments) for _, studies in papers_of(found) for study in studies}
-    not_run = [Outcome(claim, None, None, reason="not run yet") for _, studies in papers_of(found)
-               for study in studies if done[study.name][1] is None for claim in study.claims]
+    not_run = [Outcome(claim, None, None, reason="not run yet", planned=planned_design_floor(study, claim))
+               for _, studies in papers_of(found) for study in studies if done[study.name][1] is None
+               for claim in study.claims]
     one_family([o for _, outcomes in done.values() for o in outcomes or []] + not_run)
     coverage_rows = []
     for paper, studies in papers_of(found):

@@ -167,11 +167,17 @@ def _unfinished(study: Study, found: ExperimentData, looked: dict[str, frozenset
     return unfinished
 
 
+def planned_design_floor(study: Study, claim: Claim, looked: dict[str, frozenset] | None = None) -> float:
+    """The smallest p ``claim``'s planned seeds (harness rounds) can give, run or not: the floor the attainable-p
+    reasons of the other claims count it with, so starting an experiment does not change them."""
+    return planned_floor(claim, *judged_on(study.experiment, claim, looked))
+
+
 def judge_study(study: Study, found: ExperimentData, looked: dict[str, frozenset] | None = None) -> list[Outcome]:
     """The claims' outcomes, Holm over the file; ``looked``: per claim text, the seeds (rounds) to leave out
     because they were in before its test last changed (:func:`left_out`)."""
     def floor(claim: Claim) -> float:
-        return planned_floor(claim, *judged_on(study.experiment, claim, looked))
+        return planned_design_floor(study, claim, looked)
 
     outcomes = judge(study.claims, _samples(found, study, looked), floor, _unfinished(study, found, looked))
     for o in outcomes:
