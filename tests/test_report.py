@@ -672,6 +672,12 @@ def test_the_rerun_command_goes_to_a_new_folder_with_its_expected_time(tmp_path)
             f"--results runs/{name}-rerun --jobs 2` (expected: about "
             f"{hours:.1f} h of training, the training wall time of the {len(rows)} runs in ") in command
     assert "measured on 2 CPU cores" in command and "--results docs/reproduction" not in command
+    header, first = (DATA / f"{name}.csv").read_text().splitlines()[:2]
+    (tmp_path / f"{name}.csv").write_text(f"{header}\n{first}\n")  # a sweep just started: one run recorded
+    planned = len(study.experiment.runs("classification"))
+    partial = run_here(study, tmp_path)[-1]
+    assert (f"(expected: about {float(rows[0]['wall_s']) * planned / 2 / 3600:.1f} h of training over the 2 jobs, "
+            f"extrapolated from the 1 of its {planned} runs recorded so far in ") in partial
     (tmp_path / f"{name}.csv").write_text("label,seed,steps,wall_s\n")
     assert "no expected time yet" in run_here(study, tmp_path)[-1]
     assert "First the experiment" not in command  # it starts from no other experiment's weights

@@ -89,9 +89,16 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
     estimate = estimate_time(study.name, runs, [data]) if data is not None else None
     shown = (f"docs/reproduction/{study.name}.csv" if data is not None and Path(data).resolve()
              == Path("docs/reproduction").resolve() else f"{study.name}.csv")
-    expected = (f"expected: about {hours(estimate.seconds / RERUN_JOBS)} of training, the training wall time of "
-                f"the {estimate.recorded} runs in `{shown}` (measured on 2 CPU cores, evaluations not counted) over "
-                f"the {RERUN_JOBS} jobs" if estimate is not None else "no expected time yet: no runs recorded")
+    expected = "no expected time yet: no runs recorded"
+    if estimate is not None and estimate.recorded < len(runs):
+        expected = (f"expected: about {hours(estimate.seconds / RERUN_JOBS)} of training over the {RERUN_JOBS} jobs, "
+                    f"extrapolated from the {estimate.recorded} of its {len(runs)} runs recorded so far in `{shown}` "
+                    f"(measured on 2 CPU cores, evaluations not counted; a run not recorded yet counts at its "
+                    f"label's mean, else at the mean of all)")
+    elif estimate is not None:
+        expected = (f"expected: about {hours(estimate.seconds / RERUN_JOBS)} of training, the training wall time of "
+                    f"the {estimate.recorded} runs in `{shown}` (measured on 2 CPU cores, evaluations not counted) "
+                    f"over the {RERUN_JOBS} jobs")
     rerun = f"runs/{study.name}-rerun"
     teachers = sorted({r.model["init_from"]["experiment"] for r in runs if r.model.get("init_from")})
     first = (f"First the experiment{'s' if len(teachers) > 1 else ''} whose trained weights its labels start from "
