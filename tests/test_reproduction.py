@@ -340,8 +340,9 @@ def test_starting_an_experiment_does_not_change_the_verdicts_or_reasons_of_other
 
     before = section_000()
     assert "| **inconclusive**: n = 10 paired rounds" in before  # the 10 harness rounds cannot decide these
-    # 004-extractors-depth now pending, 2 of its 7 seeds of one label in: its 7-vs-7 designs' floors (1 / 3,432)
-    # are below 000's 10 harness rounds' (2^-10), so they rank ahead of 000's open claims either way
+    # 004-extractors-depth now pending, 2 of its 7 seeds of one label in. Its 7-vs-7 designs' floors (1 / 3,432)
+    # are below 000's 10 harness rounds' (2^-10): counted at p = 1 while not run but at their floors once pending,
+    # they would move 000's "at best" reasons
     name = "004-extractors-depth"
     write_rows(data, name, [_row(name, "SHE-1L", seed, metric="perplexity", value=70.0, best_val=70.0, steps=30)
                             for seed in (0, 1)])
