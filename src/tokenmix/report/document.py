@@ -18,13 +18,14 @@ from ..study.claims import PaperText, check_labels, parse_claims, parse_paper
 from ..study.verdict import (HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, RULES, SMALL, Outcome,
                              decide)
 from ..training.build import planned_steps_per_epoch
+from ..training.power import design_floor
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .ledger import NOT_HERE, PARTLY, TESTED, coverage, ledger_section
 from .measures import ExperimentData, load_data
 from .prereg import looked_in_git, registration_note, registrations_in_git
 from .notes import not_pooled_note, provenance_note
 from .sections import (Study, harness_command, harness_only, harness_section, judge_study, measured_section,
-                       planned_design_floor, run_here)
+                       run_here)
 from .tables import table
 
 
@@ -247,7 +248,7 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
         raise ValueError(f"no experiment file with a [paper] table in {str(experiments)!r} (--experiments): nothing "
                          f"to report")
     done = {study.name: judged(study, data, experiments) for _, studies in papers_of(found) for study in studies}
-    not_run = [Outcome(claim, None, None, reason="not run yet", planned=planned_design_floor(study, claim))
+    not_run = [Outcome(claim, None, None, reason="not run yet", planned=design_floor(study.experiment, claim))
                for _, studies in papers_of(found) for study in studies if done[study.name][1] is None
                for claim in study.claims]
     one_family([o for _, outcomes in done.values() for o in outcomes or []] + not_run)

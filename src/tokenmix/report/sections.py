@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..study.claims import SLOPES, Claim, PaperText
-from ..study.power import planned_floor
-from ..training.power import judged_on, left_out_seeds
+from ..training.power import design_floor, left_out_seeds
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
 from .notes import growth_table, not_pooled_note, provenance_note, tie_note
@@ -90,15 +89,15 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
     shown = (f"docs/reproduction/{study.name}.csv" if data is not None and Path(data).resolve()
              == Path("docs/reproduction").resolve() else f"{study.name}.csv")
     expected = "no expected time yet: no runs recorded"
-    if estimate is not None and estimate.recorded < len(runs):
-        expected = (f"expected: about {hours(estimate.seconds / RERUN_JOBS)} of training over the {RERUN_JOBS} jobs, "
-                    f"extrapolated from the {estimate.recorded} of its {len(runs)} runs recorded so far in `{shown}` "
-                    f"(measured on 2 CPU cores, evaluations not counted; a run not recorded yet counts at its "
-                    f"label's mean, else at the mean of all)")
-    elif estimate is not None:
-        expected = (f"expected: about {hours(estimate.seconds / RERUN_JOBS)} of training, the training wall time of "
-                    f"the {estimate.recorded} runs in `{shown}` (measured on 2 CPU cores, evaluations not counted) "
-                    f"over the {RERUN_JOBS} jobs")
+    if estimate is not None:
+        about = f"expected: about {hours(estimate.seconds / RERUN_JOBS)} of training"
+        if estimate.recorded < len(runs):
+            expected = (f"{about} over the {RERUN_JOBS} jobs, extrapolated from the {estimate.recorded} of its "
+                        f"{len(runs)} runs recorded so far in `{shown}` (measured on 2 CPU cores, evaluations not "
+                        f"counted; a run not recorded yet counts at its label's mean, else at the mean of all)")
+        else:
+            expected = (f"{about}, the training wall time of the {estimate.recorded} runs in `{shown}` (measured on "
+                        f"2 CPU cores, evaluations not counted) over the {RERUN_JOBS} jobs")
     rerun = f"runs/{study.name}-rerun"
     teachers = sorted({r.model["init_from"]["experiment"] for r in runs if r.model.get("init_from")})
     first = (f"First the experiment{'s' if len(teachers) > 1 else ''} whose trained weights its labels start from "
@@ -174,17 +173,11 @@ def _unfinished(study: Study, found: ExperimentData, looked: dict[str, frozenset
     return unfinished
 
 
-def planned_design_floor(study: Study, claim: Claim, looked: dict[str, frozenset] | None = None) -> float:
-    """The smallest p ``claim``'s planned seeds (harness rounds) can give, run or not: the floor the attainable-p
-    reasons of the other claims count it with, so starting an experiment does not change them."""
-    return planned_floor(claim, *judged_on(study.experiment, claim, looked))
-
-
 def judge_study(study: Study, found: ExperimentData, looked: dict[str, frozenset] | None = None) -> list[Outcome]:
     """The claims' outcomes, Holm over the file; ``looked``: per claim text, the seeds (rounds) to leave out
     because they were in before its test last changed (:func:`left_out`)."""
     def floor(claim: Claim) -> float:
-        return planned_design_floor(study, claim, looked)
+        return design_floor(study.experiment, claim, looked)
 
     outcomes = judge(study.claims, _samples(found, study, looked), floor, _unfinished(study, found, looked))
     for o in outcomes:

@@ -40,9 +40,16 @@ def judged_on(experiment: "Experiment", claim: Claim, left_out: dict[str, frozen
     return max(seeds, 1), max(rounds - len(looked), 1)
 
 
+def design_floor(experiment: "Experiment", claim: Claim, left_out: dict[str, frozenset] | None = None,
+                 rounds: int | None = None) -> float:
+    """The smallest one-sided p ``claim`` can get from the seeds (rounds) it is judged on (:func:`judged_on`),
+    whether its runs are in or not."""
+    return planned_floor(claim, *judged_on(experiment, claim, left_out, rounds))
+
+
 def _floors(experiment: "Experiment", rounds: int | None = None,
             left_out: dict[str, frozenset] | None = None) -> list[tuple[Claim, float]]:
-    return [(c, planned_floor(c, *judged_on(experiment, c, left_out, rounds))) for c in parse_claims(experiment.claims)]
+    return [(c, design_floor(experiment, c, left_out, rounds)) for c in parse_claims(experiment.claims)]
 
 
 def attainable(experiment: "Experiment", rounds: int | None = None,
