@@ -295,3 +295,75 @@ def test_status_before_any_run_estimates_the_time_from_recorded_runs(tmp_path, m
     # relation 600 s, mlp half of its 12-step row's 480 s (6 steps planned): 840 s over 2 jobs
     assert ("0/2 done, 2 remaining (0 partial); estimated time left 7 min 0 s at --jobs 2 (from the training wall "
             f"time of 2 recorded runs in {tmp_path / 'record' / 'listops.csv'})") in text
+
+
+# -- a run another experiment recorded with the same config is reused ------------------------------------------
+TWIN = ("name='twin'", "mixers=[{label='rel', name='relation'}]")  # relation under another label and name
+
+
+def _twin_docs(sweep, tmp_path) -> Path:
+    docs = tmp_path / "docs"
+    shutil.copytree(sweep[2], docs)
+    return docs
+
+
+def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_path, monkeypatch, capsys):
+    root, experiment, source, rows, _ = sweep
+    docs = _twin_docs(sweep, tmp_path)
+    twin = tiny(*TWIN)
+    assert main(["compare", *[x for s in (*TINY, *TWIN) for x in ("--set", s)], "--out", str(tmp_path / "out"),
+                 "--results", str(docs), "--status"]) == 0
+    status = capsys.readouterr().out
+    assert f"rel/seed0: {experiment.name} relation seed 0" in status and f"mlp/seed0: {experiment.name} mlp seed 0" in status
+    monkeypatch.setattr(compare_module, "run_one", never)
+    new = compare(twin, tmp_path / "out", isolate=False, progress=False, results_dir=docs)
+    assert f"reused: rel/seed0 is the run recorded as {experiment.name} relation seed 0" in capsys.readouterr().out
+    assert [(r["experiment"], r["label"]) for r in new] == [("twin", "rel"), ("twin", "mlp")]
+    ours, theirs = read_csv(docs / "twin.csv")[1], read_csv(source / f"{experiment.name}.csv")[1]
+    for mine, other in zip(ours, theirs):  # the same run: every column but its name and label
+        assert {k: v for k, v in mine.items() if k not in ("experiment", "label")} == \
+               {k: v for k, v in other.items() if k not in ("experiment", "label")}
+    history = read_csv(docs / "twin-history.csv")[1]
+    assert [h["label"] for h in history] == ["rel", "rel", "mlp", "mlp"]
+    assert [{**h, "label": ""} for h in history] == [{**h, "label": ""} for h in read_csv(
+        source / f"{experiment.name}-history.csv")[1]]
+    assert set(json.loads((docs / "twin-configs.json").read_text())) == {r[HASH_COLUMN] for r in theirs}
+    again = compare(twin, tmp_path / "fresh", isolate=False, progress=False, results_dir=docs)
+    assert again == new and "reused" not in capsys.readouterr().out  # now its own rows
+
+
+@pytest.mark.parametrize("why", ["no-reuse", "target", "stale", "other config"])
+def test_a_run_is_trained_when_its_twin_may_not_stand_for_it(sweep, tmp_path, monkeypatch, why):
+    root, experiment, source, rows, _ = sweep
+    docs = _twin_docs(sweep, tmp_path)
+    sets = {"target": ("report.target=0.5",), "other config": ("train.lr=0.01",)}.get(why, ())
+    twin = tiny(*TWIN, *sets)
+    if why == "stale":  # --verify found that the code of the recorded rows gives other results
+        code = read_csv(source / f"{experiment.name}.csv")[1][0]["code"]
+        ResultsDir(docs, experiment.name).add_verifications([{
+            "label": "relation", "seed": 0, "config_hash": "x", "row_code": code, "rerun_code": "other",
+            "rerun_commit": "c", "rerun_clean": "true", "torch": "t", "threads": 1, "cpu": "c", "reproduced": "false",
+            "difference": "value", "date": "2026-11-29"}])
+    trained = []
+
+    def first_run(data, label, *args, **kwargs):
+        trained.append(label)
+        raise KeyboardInterrupt  # it would train: that is all this test needs to know
+
+    monkeypatch.setattr(compare_module, "run_one", first_run)
+    with pytest.raises(KeyboardInterrupt):
+        compare(twin, tmp_path / "out", isolate=False, progress=False, results_dir=docs, reuse=why != "no-reuse")
+    assert trained == ["rel"]
+    assert not (docs / "twin.csv").exists()
+
+
+def test_commit_says_a_row_was_reused(sweep, repo, tmp_path, monkeypatch):
+    shutil.copytree(sweep[2], repo / "docs")
+    _git(repo, "add", "docs")
+    _git(repo, "commit", "-q", "-m", "record")
+    monkeypatch.setattr(compare_module, "run_one", never)
+    compare(tiny(*TWIN), tmp_path / "out", isolate=False, progress=False, results_dir=repo / "docs", commit=True)
+    first = _git(repo, "log", "-2", "--format=%s").splitlines()[-1]
+    assert first.startswith("twin: rel seed 0 (accuracy ") and first.endswith(
+        f"; the run of {sweep[1].name} relation seed 0, same config "
+        f"{read_csv(sweep[2] / f'{sweep[1].name}.csv')[1][0][HASH_COLUMN]}: reused, not trained again)")

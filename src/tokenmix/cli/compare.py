@@ -43,6 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "-history.csv, -configs.json (and -chance.csv), e.g. docs/reproduction; a run recorded there "
                     "with the same config_hash is not trained again; one whose config changed is trained again "
                     "and its row replaced")
+    cp.add_argument("--no-reuse", dest="reuse", action="store_false", help="with --results: train every run not "
+                    "recorded for this experiment, even one that another experiment recorded in DIR with the same "
+                    "config_hash (by default that run's row is recorded under this experiment's label instead)")
     cp.add_argument("--commit", action="store_true", help="with --results: git commit those files (only them) "
                     "in DIR's repository after each run")
     cp.add_argument("--verify", type=int, metavar="K", help="with --results: rerun K recorded rows per label "
@@ -177,7 +180,7 @@ def run(args: argparse.Namespace) -> None:
         left_out = judged_without(args.config, experiment.name, args.results) if family is not None else None
         rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run, results_dir=args.results,
                        commit=args.commit, executor=args.executor, cluster_options=options, family=family,
-                       left_out=left_out)
+                       left_out=left_out, reuse=args.reuse)
     except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
         raise SystemExit(f"tokenmix compare: {error}") from None
     except (LockHeld, DiskFull, FolderNotWritable, RunsFailed) as error:  # another sweep, the disk, the cluster

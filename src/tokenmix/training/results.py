@@ -23,6 +23,11 @@ new field added at a default that keeps the old behaviour keeps every hash). Lef
 resume, progress, tensorboard, checkpoint_every, threads, and the report settings (target, target_k, plots,
 baseline, metric), which do not change the weights a run learns.
 
+**Twins**: a run of another experiment recorded in the same folder with the same ``config_hash`` is the same
+run: the hash covers everything that changes what a run learns, and a rerun under the same config gives the same
+row (``--verify``). :meth:`ResultsDir.twins` finds such rows (not those of code that ``--verify`` found stale), so
+that ``tokenmix compare`` records them under the new experiment and label instead of training them again.
+
 Rows are replaced per (label, seed); every write goes to a temporary file renamed over the old one
 (:func:`write_csv`), so an interrupted write leaves the previous file whole and other rows are kept.
 """
@@ -37,7 +42,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -45,7 +50,7 @@ from .config import TrainConfig
 from .files import atomic_write_text
 from .provenance import PROVENANCE_COLUMNS
 
-__all__ = ["COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_COLUMNS", "REPRODUCED_COLUMNS",
+__all__ = ["Twin", "COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_COLUMNS", "REPRODUCED_COLUMNS",
            "REPRODUCED_HISTORY", "VERIFY_COLUMNS", "ResultsDir", "ResultsError", "run_config", "config_hash",
            "first_difference", "result_row", "history_records", "chance_row", "typed", "read_csv", "write_csv",
            "upsert_rows", "git_commit", "reproduction_difference"]
@@ -347,6 +352,25 @@ def git_commit(paths: list[str | Path], message: str, *, attempts: int = 5, paus
 
 
 # -- a results folder ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Twin:
+    """A recorded run of ``experiment`` (as ``label``, ``seed``) with a given config_hash: its row and
+    evaluations (:meth:`ResultsDir.twins`)."""
+
+    experiment: str
+    label: str
+    seed: int
+    row: dict[str, str]
+    history: list[dict[str, Any]]
+
+    def as_run_of(self, experiment: str, label: str) -> dict[str, Any]:
+        """Its row (:data:`COLUMNS` and provenance) recorded as ``label`` of ``experiment``. The time to target
+        is left empty: the target is a report setting outside the hash, so it is reused only for experiments
+        without one."""
+        row = {c: typed(self.row).get(c, "") for c in COLUMNS + PROVENANCE_COLUMNS}
+        return {**row, "experiment": experiment, "label": label, "time_to_target_s": ""}
+
+
 class ResultsDir:
     """The committed results of the experiment ``name`` in ``directory`` (see the module docstring)."""
 
@@ -437,15 +461,38 @@ class ResultsDir:
         difference = first_difference(old, config) if old is not None else None
         return f"config changed ({recorded} -> {current})" + (f": {difference}" if difference else "")
 
+    def twins(self, digests: Iterable[str]) -> dict[str, Twin]:
+        """Per config_hash of ``digests``: a recorded run with that hash in any experiment's record in this
+        folder (the first by file name; this experiment's own rows included), unless --verify found its code
+        stale there. A record that cannot be read is named and skipped."""
+        wanted, found = set(digests), {}
+        for configs in sorted(self.directory.glob("*-configs.json")):
+            if not wanted - found.keys():
+                break
+            other = ResultsDir(self.directory, configs.name[:-len("-configs.json")])
+            try:
+                rows, stale = other.rows(), other.stale_codes()
+                left = wanted - found.keys()
+                matches = [(key, row) for key, row in rows.items()
+                           if row.get(HASH_COLUMN) in left and row.get("code", "") not in stale]
+                histories = other.histories() if matches else {}
+            except ResultsError as error:
+                print(f"warning: {error}; its runs are not reused", file=sys.stderr, flush=True)
+                continue
+            for (label, seed), row in matches:
+                found.setdefault(row[HASH_COLUMN], Twin(other.name, label, seed, row, histories.get((label, seed), [])))
+        return found
+
     def save_run(self, row: dict[str, Any], columns: list[str], history: list[dict[str, Any]],
-                 config: dict[str, Any], task: Any = None) -> list[Path]:
+                 config: dict[str, Any], task: Any = None, note: str = "") -> list[Path]:
         """Record one finished run: its row (with its config_hash), its evaluations, its config, and the chance
         file when ``task`` is given, is not language modelling, and the file is not there yet; commit them when
-        asked. Returns the paths written."""
+        asked (``note`` added to the message). Returns the paths written."""
         with self.lock():
             written = self._save(row, columns, history, config, task)
         if self.commit:
-            git_commit(written, f"{self.name}: {row['label']} seed {row['seed']} ({row['metric']} {row['value']})")
+            git_commit(written, f"{self.name}: {row['label']} seed {row['seed']} ({row['metric']} {row['value']}"
+                       + (f"; {note}" if note else "") + ")")
         return written
 
     def _save(self, row: dict[str, Any], columns: list[str], history: list[dict[str, Any]],

@@ -19,7 +19,10 @@ cannot run the task fail then. Outputs in ``out_dir``:
 With ``results_dir`` (``--results DIR``, :mod:`tokenmix.training.results`) each finished run's row, evaluations and
 config are also recorded in ``DIR/<name>*.csv`` as soon as it finishes (and committed with ``commit``), and a
 run recorded there with the same ``config_hash`` is not trained again, even with no ``runs/`` folder; a
-recorded run whose config changed is named as stale and trained again. ``--status`` (what is done and left,
+recorded run whose config changed is named as stale and trained again. With ``reuse`` (the default), a run that
+another experiment recorded in ``DIR`` with the same ``config_hash`` (:meth:`~.results.ResultsDir.twins`) is
+recorded under this experiment and label instead of being trained again, where the experiment sets no target
+(the time to it is not in the row of the other). ``--status`` (what is done and left,
 without training) is :mod:`tokenmix.training.status`.
 
 One sweep at a time per out folder: a sweep holds the folder's lock (``.tokenmix.lock``,
@@ -54,7 +57,7 @@ from .leaderboard import write_report
 from .locks import FolderLock
 from .power import attainable_lines
 from .provenance import PROVENANCE_COLUMNS
-from .results import COLUMNS, ResultsDir, result_row, run_config, typed
+from .results import COLUMNS, ResultsDir, config_hash, result_row, run_config, typed
 
 __all__ = ["compare", "plan", "PlannedRun", "run_one", "run_dir", "check_out_dir", "dry_run_table", "RESULT_FILE",
            "CONFIG_FILE"]
@@ -179,14 +182,14 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
             commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None,
             family: list[Experiment] | None = None,
-            left_out: dict[str, frozenset] | None = None) -> list[dict[str, Any]]:
+            left_out: dict[str, frozenset] | None = None, reuse: bool = True) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
     the cores shared out between the jobs). ``isolate=False`` trains one run after the other in this process
     (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
     ``dry_run`` plans (builds every model, prints the runs) and trains nothing; it loads no data where the task
-    can state its shape without (:func:`~tokenmix.training.build.plan_task`). ``results_dir``/``commit``:
+    can state its shape without (:func:`~tokenmix.training.build.plan_task`). ``results_dir``/``commit``/``reuse``:
     see the module docstring. ``executor="submitit"`` trains the runs as cluster jobs with the submitit
     parameters ``cluster_options`` (:func:`~tokenmix.training.executor.submit_runs`; ``jobs`` and ``isolate``
     then do not apply). ``family``: the other experiment files whose claims the report adjusts together with
@@ -219,12 +222,13 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     with FolderLock(out, f"tokenmix compare {experiment.name}", timeout=0), disk_full_guard(out):
         return _compare_locked(experiment, out, task, planned, jobs=jobs, isolate=isolate, progress=progress,
                                results_dir=results_dir, commit=commit, executor=executor,
-                               cluster_options=cluster_options)
+                               cluster_options=cluster_options, reuse=reuse)
 
 
 def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list[PlannedRun], *, jobs: int,
                     isolate: bool, progress: bool | None, results_dir: str | Path | None, commit: bool,
-                    executor: str, cluster_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+                    executor: str, cluster_options: dict[str, Any] | None, reuse: bool = True
+                    ) -> list[dict[str, Any]]:
     """:func:`compare` once the out folder is locked."""
     check_out_dir(out, experiment)
     atomic_write_text(out / CONFIG_FILE, to_toml(experiment.to_dict()))
@@ -239,6 +243,9 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
             results[p.spec.key] = result
     record = ResultsDir(results_dir, experiment.name, commit=commit) if results_dir is not None else None
     recorded = _recorded(record, experiment, task, planned, results, threads) if record is not None else {}
+    if record is not None and reuse:
+        recorded.update(_reused(record, experiment, task, [p for p in planned if p.spec.key not in results
+                                                           and p.spec.key not in recorded], threads))
     todo = [p for p in planned if p.spec.key not in results and p.spec.key not in recorded]
     for p in todo:  # a missing teacher stops the sweep here, before any run trains, saying which to run first
         init_from = split_warm_start(p.spec.model)[1].get("init_from")
@@ -301,6 +308,30 @@ def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: l
         elif row is not None and reason is None:
             found[p.spec.key] = ({c: typed(row).get(c, "") for c in COLUMNS + PROVENANCE_COLUMNS},
                                  histories.get((p.spec.label, p.spec.seed), []))
+    return found
+
+
+def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun], threads: int
+            ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The runs of ``planned`` that another run recorded in ``record``'s folder with the same config_hash stands
+    for (:meth:`~.results.ResultsDir.twins`), each recorded under its own label: key -> (row, history). Runs of
+    an experiment with a target are left to train (their time to it is not in the other's row)."""
+    configs = {p.spec.key: run_config(experiment, p.spec, threads) for p in planned
+               if experiment.train_config(p.spec).target is None}
+    digests = {key: config_hash(config) for key, config in configs.items()}
+    twins = record.twins(digests.values()) if digests else {}
+    found = {}
+    for p in planned:
+        twin = twins.get(digests.get(p.spec.key, ""))
+        if twin is None:
+            continue
+        row, source = twin.as_run_of(experiment.name, p.spec.label), f"{twin.experiment} {twin.label} seed {twin.seed}"
+        history = [{**h, "label": p.spec.label} for h in twin.history]
+        record.save_run(row, COLUMNS, history, configs[p.spec.key], task,
+                        note=f"the run of {source}, same config {digests[p.spec.key]}: reused, not trained again")
+        print(f"reused: {p.spec.key} is the run recorded as {source} (same config {digests[p.spec.key]}); "
+              f"recorded, not trained again", flush=True)
+        found[p.spec.key] = (row, history)
     return found
 
 
