@@ -12,8 +12,8 @@ from .checkpoint import Checkpointer, damaged_reason
 from .estimate import RECORD_DIR, estimate_time
 from .build import plan_task
 from .experiment import Experiment
-from .results import ResultsDir, config_hash, run_config
-from .sweep import CONFIG_FILE, RESULT_FILE, PlannedRun, check_out_dir, plan, run_dir
+from .results import ResultsDir, run_config
+from .sweep import CONFIG_FILE, RESULT_FILE, check_out_dir, plan, recorded_twins, run_dir
 
 __all__ = ["sweep_status"]
 
@@ -25,15 +25,6 @@ def _finished_history(path: Path) -> list[dict] | None:
         return history if isinstance(history, list) and all("wall_s" in h for h in history) else None
     except (ValueError, KeyError, TypeError):
         return None
-
-
-def _reusable(record: ResultsDir, experiment: Experiment, planned: list[PlannedRun],
-              state: dict[str, tuple[str, float | None, float]], threads: int) -> dict[str, str]:
-    """key -> the recorded run of another experiment that ``compare`` would reuse for it (:func:`.sweep._reused`)."""
-    digests = {p.spec.key: config_hash(run_config(experiment, p.spec, threads)) for p in planned
-               if state[p.spec.key][0] != "done" and experiment.train_config(p.spec).target is None}
-    twins = record.twins(digests.values()) if digests else {}
-    return {key: f"{t.experiment} {t.label} seed {t.seed}" for key, d in digests.items() if (t := twins.get(d))}
 
 
 def _duration(seconds: float) -> str:
@@ -91,7 +82,10 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
             state[spec.key] = ("partial", None, max(0.0, 1.0 - step / max(1, p.total_steps)))
         else:
             state[spec.key] = ("todo", None, 1.0)
-    reusable = _reusable(record, experiment, planned, state, experiment.threads(jobs)) if record is not None else {}
+    open_runs = [p for p in planned if state[p.spec.key][0] != "done"]
+    reusable = ({key: f"{twin.experiment} {twin.label} seed {twin.seed}" for key, (_, twin) in
+                 recorded_twins(record, experiment, open_runs, experiment.threads(jobs)).items()}
+                if record is not None and open_runs else {})
     for key in reusable:
         state[key] = ("todo", None, 0.0)  # compare records it without training: no time left
     walls = [w for s, w, _ in state.values() if s == "done" and w is not None]

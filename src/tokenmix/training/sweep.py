@@ -57,9 +57,9 @@ from .leaderboard import write_report
 from .locks import FolderLock
 from .power import attainable_lines
 from .provenance import PROVENANCE_COLUMNS
-from .results import COLUMNS, ResultsDir, config_hash, result_row, run_config, typed
+from .results import COLUMNS, ResultsDir, Twin, config_hash, result_row, run_config, typed
 
-__all__ = ["compare", "plan", "PlannedRun", "run_one", "run_dir", "check_out_dir", "dry_run_table", "RESULT_FILE",
+__all__ = ["compare", "plan", "recorded_twins", "PlannedRun", "run_one", "run_dir", "check_out_dir", "dry_run_table", "RESULT_FILE",
            "CONFIG_FILE"]
 
 CONFIG_FILE = "config.toml"
@@ -311,27 +311,32 @@ def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: l
     return found
 
 
-def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun], threads: int
-            ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """The runs of ``planned`` that another run recorded in ``record``'s folder with the same config_hash stands
-    for (:meth:`~.results.ResultsDir.twins`), each recorded under its own label: key -> (row, history). Runs of
-    an experiment with a target are left to train (their time to it is not in the other's row)."""
+def recorded_twins(record: ResultsDir, experiment: Experiment, planned: list[PlannedRun], threads: int
+                   ) -> dict[str, tuple[dict[str, Any], Twin]]:
+    """key -> (its config, the run recorded in ``record``'s folder with the same config_hash:
+    :meth:`~.results.ResultsDir.twins`) for the runs of ``planned`` that have one. Runs of an experiment with a
+    target are left out (their time to it is not in the other's row)."""
     configs = {p.spec.key: run_config(experiment, p.spec, threads) for p in planned
                if experiment.train_config(p.spec).target is None}
-    digests = {key: config_hash(config) for key, config in configs.items()}
-    twins = record.twins(digests.values()) if digests else {}
-    found = {}
-    for p in planned:
-        twin = twins.get(digests.get(p.spec.key, ""))
-        if twin is None:
-            continue
-        row, source = twin.as_run_of(experiment.name, p.spec.label), f"{twin.experiment} {twin.label} seed {twin.seed}"
-        history = [{**h, "label": p.spec.label} for h in twin.history]
-        record.save_run(row, COLUMNS, history, configs[p.spec.key], task,
-                        note=f"the run of {source}, same config {digests[p.spec.key]}: reused, not trained again")
-        print(f"reused: {p.spec.key} is the run recorded as {source} (same config {digests[p.spec.key]}); "
-              f"recorded, not trained again", flush=True)
-        found[p.spec.key] = (row, history)
+    twins = record.twins(config_hash(c) for c in configs.values()) if configs else {}
+    return {key: (config, twins[config_hash(config)]) for key, config in configs.items() if config_hash(config) in twins}
+
+
+def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun], threads: int
+            ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The runs of ``planned`` that a run recorded by another experiment stands for (:func:`recorded_twins`),
+    each recorded under its own label: key -> (row, history)."""
+    found, labels = {}, {p.spec.key: p.spec.label for p in planned}
+    for key, (config, twin) in recorded_twins(record, experiment, planned, threads).items():
+        label = labels[key]
+        digest, source = config_hash(config), f"{twin.experiment} {twin.label} seed {twin.seed}"
+        row = twin.as_run_of(experiment.name, label)
+        history = [{**h, "label": label} for h in twin.history]
+        record.save_run(row, COLUMNS, history, config, task,
+                        note=f"the run of {source}, same config {digest}: reused, not trained again")
+        print(f"reused: {key} is the run recorded as {source} (same config {digest}); recorded, not "
+              f"trained again", flush=True)
+        found[key] = (row, history)
     return found
 
 
