@@ -332,15 +332,15 @@ def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_p
     assert again == new and "reused" not in capsys.readouterr().out  # now its own rows
 
 
-@pytest.mark.parametrize("why", ["no-reuse", "target", "stale", "other config"])
+@pytest.mark.parametrize("why", ["no-reuse", "target", "stale", "stale here", "other config"])
 def test_a_run_is_trained_when_its_twin_may_not_stand_for_it(sweep, tmp_path, monkeypatch, why):
     root, experiment, source, rows, _ = sweep
     docs = _twin_docs(sweep, tmp_path)
     sets = {"target": ("report.target=0.5",), "other config": ("train.lr=0.01",)}.get(why, ())
     twin = tiny(*TWIN, *sets)
-    if why == "stale":  # --verify found that the code of the recorded rows gives other results
+    if why.startswith("stale"):  # --verify found that the code of the recorded rows gives other results (there or here)
         code = read_csv(source / f"{experiment.name}.csv")[1][0]["code"]
-        ResultsDir(docs, experiment.name).add_verifications([{
+        ResultsDir(docs, experiment.name if why == "stale" else "twin").add_verifications([{
             "label": "relation", "seed": 0, "config_hash": "x", "row_code": code, "rerun_code": "other",
             "rerun_commit": "c", "rerun_clean": "true", "torch": "t", "threads": 1, "cpu": "c", "reproduced": "false",
             "difference": "value", "date": "2026-11-29"}])

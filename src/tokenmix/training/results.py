@@ -464,14 +464,14 @@ class ResultsDir:
     def twins(self, digests: Iterable[str]) -> dict[str, Twin]:
         """Per config_hash of ``digests``: a recorded run with that hash in any experiment's record in this
         folder (the first by file name; this experiment's own rows included), unless --verify found its code
-        stale there. A record that cannot be read is named and skipped."""
-        wanted, found = set(digests), {}
+        stale there or here. A record that cannot be read is named and skipped."""
+        wanted, found, stale_here = set(digests), {}, self.stale_codes()
         for configs in sorted(self.directory.glob("*-configs.json")):
             if not wanted - found.keys():
                 break
             other = ResultsDir(self.directory, configs.name[:-len("-configs.json")])
             try:
-                rows, stale = other.rows(), other.stale_codes()
+                rows, stale = other.rows(), other.stale_codes().keys() | stale_here.keys()
                 left = wanted - found.keys()
                 matches = [(key, row) for key, row in rows.items()
                            if row.get(HASH_COLUMN) in left and row.get("code", "") not in stale]
