@@ -34,20 +34,18 @@ Rows are replaced per (label, seed); every write goes to a temporary file rename
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
-import subprocess
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
 from .config import TrainConfig
+from .csvrecords import ResultsError, checked_rows, read_csv, upsert_rows, write_csv
 from .files import atomic_write_text
+from .gitcommit import git_commit
 from .provenance import PROVENANCE_COLUMNS
 
 __all__ = ["Twin", "COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_COLUMNS", "REPRODUCED_COLUMNS",
@@ -203,154 +201,6 @@ def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, An
     return None
 
 
-# -- files -------------------------------------------------------------------------------------------------
-class ResultsError(ValueError):
-    """A results file that cannot be used as it is; the message names the file, the line(s) and what to do."""
-
-
-def _read_lines(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    """The header and (line number, row) of every non-blank line; a line whose cells do not match the header
-    raises :class:`ResultsError` naming the file and the line."""
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None) or []
-        rows = []
-        for cells in reader:
-            if not cells or cells == [""]:
-                continue
-            if len(cells) != len(header):
-                shown = ",".join(cells)
-                raise ResultsError(
-                    f"{path}, line {reader.line_num}: {len(cells)} cells where the header has {len(header)} "
-                    f"({shown[:60]!r}{'...' if len(shown) > 60 else ''}): the line is damaged; restore the file "
-                    f"(git checkout -- {path}) or delete the line, and rerun the run it held")
-            rows.append((reader.line_num, dict(zip(header, cells))))
-    return header, rows
-
-
-def read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of ``path`` (empty when it does not exist); a malformed line raises
-    :class:`ResultsError` naming the file and line."""
-    path = Path(path)
-    if not path.exists():
-        return [], []
-    header, rows = _read_lines(path)
-    return header, [row for _, row in rows]
-
-
-def _checked_rows(path: Path, key: tuple[str, ...], same: list[str],
-                  numeric: dict[str, type]) -> list[tuple[int, dict[str, str]]]:
-    """The rows of ``path`` with their line numbers, checked: each cell of ``numeric`` parses as its type, and no
-    ``key`` appears twice (identical on ``same``: a duplicated row; otherwise conflicting rows): either raises
-    :class:`ResultsError` naming the file and both lines."""
-    if not path.exists():
-        return []
-    _, rows = _read_lines(path)
-    seen: dict[tuple[str, ...], tuple[int, dict[str, str]]] = {}
-    for line, row in rows:
-        for column, kind in numeric.items():
-            try:
-                kind(row.get(column, ""))
-            except ValueError:
-                raise ResultsError(f"{path}, line {line}: {column} is {row.get(column)!r}, not a number: the line is "
-                                   f"damaged; restore the file (git checkout -- {path}) or delete the line") from None
-        k = tuple(row.get(c, "") for c in key)
-        if k in seen:
-            first, other = seen[k]
-            what = ", ".join(f"{c} {v}" for c, v in zip(key, k))
-            differs = [c for c in same if other.get(c, "") != row.get(c, "")]
-            if not differs:
-                raise ResultsError(f"{path}, lines {first} and {line}: the same row twice ({what}): a duplicate, "
-                                   f"which would count one run twice; delete one of the two lines")
-            detail = "; ".join(f"{c} {other.get(c)!r} vs {row.get(c)!r}" for c in differs[:3])
-            raise ResultsError(f"{path}, lines {first} and {line}: two different rows for {what} ({detail}): "
-                               f"conflicting results for one run; keep the one its run produced (rerun it to know) "
-                               f"and delete the other")
-        seen[k] = (line, row)
-    return rows
-
-
-def write_csv(path: str | Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    """Write ``rows`` under ``columns`` (missing cells empty), atomically (:func:`~.files.atomic_write_text`)."""
-    text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=columns, restval="", extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, text.getvalue())
-
-
-def upsert_rows(path: str | Path, columns: list[str], rows: list[dict[str, Any]],
-                key: tuple[str, ...] = ("label", "seed")) -> None:
-    """Put ``rows`` into the CSV ``path``, replacing the rows with the same ``key`` (in place: the block of
-    new rows of a key goes where its first old row was) and keeping every other row; atomic. The header is
-    ``columns`` followed by any other column the file had."""
-    header, old = read_csv(path)
-    columns = list(columns) + [c for c in header if c not in columns]
-
-    def key_of(row: dict[str, Any]) -> tuple[str, ...]:
-        return tuple(str(row.get(k, "")) for k in key)
-
-    new: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for row in rows:
-        new.setdefault(key_of(row), []).append(row)
-    replaced = set(new)
-    merged: list[dict[str, Any]] = []
-    for row in old:
-        k = key_of(row)
-        if k not in replaced:
-            merged.append(row)
-        elif k in new:
-            merged += new.pop(k)  # the first old row of this key: the new block goes here; later ones go
-    for block in new.values():
-        merged += block
-    write_csv(path, columns, merged)
-
-
-# -- git ---------------------------------------------------------------------------------------------------
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True)
-
-
-def git_commit(paths: list[str | Path], message: str, *, attempts: int = 5, pause: float = 1.0) -> bool:
-    """Commit ``paths`` (only them: other staged changes stay staged) in the repository that contains them,
-    with ``message``; a held ``index.lock`` is waited for ``attempts`` times ``pause`` seconds. True when
-    committed or when the paths had nothing new; on failure a warning on stderr and False."""
-    paths = [Path(p).resolve() for p in paths]
-    where = paths[0].parent
-    top = _git(where, "rev-parse", "--show-toplevel")
-    if top.returncode != 0:
-        print(f"warning: not committed: {where} is not in a git repository ({top.stderr.strip()})",
-              file=sys.stderr, flush=True)
-        return False
-    root = Path(top.stdout.strip())
-    git_dir = Path(_git(root, "rev-parse", "--absolute-git-dir").stdout.strip())
-    names = [str(p.relative_to(root.resolve())) for p in paths]
-    error = ""
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(pause)
-        if (git_dir / "index.lock").exists():
-            error = f"{git_dir / 'index.lock'} exists (another git command is running)"
-            continue
-        added = _git(root, "add", "--", *names)
-        if added.returncode != 0:
-            error = added.stderr.strip()
-            if "index.lock" in error:
-                continue
-            break
-        if _git(root, "diff", "--cached", "--quiet", "HEAD", "--", *names).returncode == 0:
-            return True  # the files are as committed already
-        done = _git(root, "commit", "-q", "-m", message, "--only", "--", *names)
-        if done.returncode == 0:
-            return True
-        error = (done.stderr or done.stdout).strip()
-        if "index.lock" not in error:
-            break
-    print(f"warning: git commit of {', '.join(names)} in {root} failed: {error}; the sweep goes on",
-          file=sys.stderr, flush=True)
-    return False
-
-
 # -- a results folder ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Twin:
@@ -395,7 +245,7 @@ class ResultsDir:
     # -- code that gives different results -----------------------------------------------------------------
     def verifications(self) -> list[dict[str, str]]:
         """The ledger of ``tokenmix compare --verify`` (:data:`VERIFY_COLUMNS`), oldest first."""
-        return [r for _, r in _checked_rows(self.verify, ("label", "seed", "row_code", "rerun_code", "date"),
+        return [r for _, r in checked_rows(self.verify, ("label", "seed", "row_code", "rerun_code", "date"),
                                             VERIFY_COLUMNS, {"seed": int})]
 
     def stale_codes(self) -> dict[str, str]:
@@ -433,14 +283,14 @@ class ResultsDir:
     def rows(self) -> dict[tuple[str, int], dict[str, str]]:
         """The recorded rows by (label, seed), checked (:func:`_checked_rows`: a malformed, duplicated or
         conflicting row raises :class:`ResultsError` naming the file and lines)."""
-        rows = _checked_rows(self.csv, ("label", "seed"), REPRODUCED_COLUMNS + [HASH_COLUMN],
+        rows = checked_rows(self.csv, ("label", "seed"), REPRODUCED_COLUMNS + [HASH_COLUMN],
                              {"seed": int, "value": float})
         return {(r["label"], int(r["seed"])): r for _, r in rows}
 
     def histories(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
         """The recorded evaluations by (label, seed), numbers parsed and checked like :meth:`rows`."""
         out: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        for _, row in _checked_rows(self.history, ("label", "seed", "step"), HISTORY_COLUMNS, {"seed": int,
+        for _, row in checked_rows(self.history, ("label", "seed", "step"), HISTORY_COLUMNS, {"seed": int,
                                                                                                   "step": int}):
             out.setdefault((row["label"], int(row["seed"])), []).append(typed(row))
         return out
