@@ -50,8 +50,8 @@ from .provenance import PROVENANCE_COLUMNS
 
 __all__ = ["Twin", "COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_COLUMNS", "REPRODUCED_COLUMNS",
            "REPRODUCED_HISTORY", "VERIFY_COLUMNS", "ResultsDir", "ResultsError", "run_config", "config_hash",
-           "first_difference", "result_row", "history_records", "chance_row", "typed", "read_csv", "write_csv",
-           "upsert_rows", "git_commit", "reproduction_difference"]
+           "first_difference", "result_row", "recorded_row", "history_records", "chance_row", "typed", "read_csv",
+           "write_csv", "upsert_rows", "git_commit", "reproduction_difference"]
 
 COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
            "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb", "train_cost",
@@ -179,6 +179,12 @@ def typed(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def recorded_row(row: dict[str, str]) -> dict[str, Any]:
+    """A recorded CSV row as a results row: :data:`COLUMNS` and the provenance, numbers parsed (:func:`typed`)."""
+    parsed = typed(row)
+    return {c: parsed.get(c, "") for c in COLUMNS + PROVENANCE_COLUMNS}
+
+
 def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, Any]], rerun: dict[str, Any],
                             rerun_history: list[dict[str, Any]]) -> str | None:
     """None when a rerun's row and evaluations (as :func:`result_row` / :func:`history_records` write them) equal
@@ -217,8 +223,7 @@ class Twin:
         """Its row (:data:`COLUMNS` and provenance) recorded as ``label`` of ``experiment``. The time to target
         is left empty: the target is a report setting outside the hash, so it is reused only for experiments
         without one."""
-        row = {c: typed(self.row).get(c, "") for c in COLUMNS + PROVENANCE_COLUMNS}
-        return {**row, "experiment": experiment, "label": label, "time_to_target_s": ""}
+        return {**recorded_row(self.row), "experiment": experiment, "label": label, "time_to_target_s": ""}
 
 
 class ResultsDir:

@@ -56,8 +56,7 @@ from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
 from .locks import FolderLock
 from .power import attainable_lines
-from .provenance import PROVENANCE_COLUMNS
-from .results import COLUMNS, ResultsDir, Twin, config_hash, result_row, run_config, typed
+from .results import COLUMNS, ResultsDir, Twin, config_hash, recorded_row, result_row, run_config
 
 __all__ = ["compare", "plan", "recorded_twins", "PlannedRun", "run_one", "run_dir", "check_out_dir", "dry_run_table", "RESULT_FILE",
            "CONFIG_FILE"]
@@ -306,7 +305,7 @@ def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: l
                 record.save_run(result_row(experiment, p.spec, results[p.spec.key]), COLUMNS,
                                 results[p.spec.key]["history"], config, task)
         elif row is not None and reason is None:
-            found[p.spec.key] = ({c: typed(row).get(c, "") for c in COLUMNS + PROVENANCE_COLUMNS},
+            found[p.spec.key] = (recorded_row(row),
                                  histories.get((p.spec.label, p.spec.seed), []))
     return found
 
@@ -318,8 +317,9 @@ def recorded_twins(record: ResultsDir, experiment: Experiment, planned: list[Pla
     target are left out (their time to it is not in the other's row)."""
     configs = {p.spec.key: run_config(experiment, p.spec, threads) for p in planned
                if experiment.train_config(p.spec).target is None}
-    twins = record.twins(config_hash(c) for c in configs.values()) if configs else {}
-    return {key: (config, twins[config_hash(config)]) for key, config in configs.items() if config_hash(config) in twins}
+    digests = {key: config_hash(config) for key, config in configs.items()}
+    twins = record.twins(digests.values()) if digests else {}
+    return {key: (configs[key], twins[digest]) for key, digest in digests.items() if digest in twins}
 
 
 def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun], threads: int
