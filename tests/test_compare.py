@@ -481,6 +481,30 @@ def test_a_new_experiment_borrows_the_time_per_step_of_comparable_records(tmp_pa
     assert f"{len(runs) - len(relation)} runs have no comparable record and are not counted" in line
 
 
+def test_a_label_not_yet_recorded_borrows_before_the_mean_of_all_rows(tmp_path):
+    """An experiment with rows for some labels: a label with none takes the time per step of comparable runs
+    (same task, parameter count, threads) where the plan gives them, else the mean of the recorded rows."""
+    from tokenmix.training.estimate import estimate_line, estimate_time
+
+    experiment = tiny("mixers=['relation', 'softmax']", "report.plots=[]")
+    runs = experiment.runs("classification")  # relation, softmax and the mlp baseline
+    steps = {r.key: 100 for r in runs}
+    params = {r.key: {"relation": 10, "softmax": 20}.get(r.label, 99) for r in runs}  # no record has 99
+    (tmp_path / f"{experiment.name}.csv").write_text("task,label,seed,params,steps,wall_s,threads\n"
+                                                     "listops,relation,0,10,100,1000,1\n")
+    (tmp_path / "other.csv").write_text("task,label,seed,params,steps,wall_s,threads\n"
+                                        "listops,x,0,20,50,100,1\nlistops,x,1,20,50,300,1\n"
+                                        "listops,y,0,20,50,999,2\n")
+    plain = estimate_time(experiment.name, runs, [tmp_path], steps=steps)  # no plan to borrow with
+    assert set(plain.per_run.values()) == {1000.0} and plain.borrowed_runs == 0
+    found = estimate_time(experiment.name, runs, [tmp_path], steps=steps, params=params, task="listops", threads=1)
+    expected = {"relation": 1000.0, "softmax": 100 * 4.0, "mlp": 1000.0}  # softmax: (2 + 6) / 2 s per step
+    assert found.per_run == {r.key: pytest.approx(expected[r.label]) for r in runs}
+    assert found.borrowed_runs == 2 and not found.borrowed
+    assert "; 2 runs of labels not yet recorded from the time per step" in estimate_line(
+        found, 1, experiment.name, [tmp_path])
+
+
 def test_every_help_text_ends_whole():
     import argparse
 

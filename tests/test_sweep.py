@@ -297,6 +297,33 @@ def test_status_before_any_run_estimates_the_time_from_recorded_runs(tmp_path, m
             f"time of 2 recorded runs in {tmp_path / 'record' / 'listops.csv'})") in text
 
 
+def test_status_of_a_new_experiment_borrows_from_comparable_records(tmp_path, monkeypatch, capsys):
+    """No row of its own: a label's time left is the time per step of other experiments' runs with the same task,
+    parameter count and threads, times its planned steps; a label with no such run shows ? and is not counted."""
+    import tokenmix.training.status as status
+    from tokenmix.training.build import plan_task
+    from tokenmix.training.sweep import plan
+
+    monkeypatch.setattr(status, "RECORD_DIR", tmp_path / "record")
+    experiment = tiny()
+    params = {p.spec.label: p.params for p in plan(experiment, plan_task(experiment))[1]}
+    assert params["relation"] != params["mlp"]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "other.csv").write_text(
+        "task,label,seed,params,steps,wall_s,threads\n"
+        f"recall,x,0,{params['relation']},12,1200,{experiment.threads(2)}\n"
+        f"recall,x,1,{params['mlp']},12,1200,{experiment.threads(2) + 1}\n")  # other threads: not comparable
+    command = ["compare", *[x for s in TINY for x in ("--set", s)], "--out", str(tmp_path / "out"), "--results",
+               str(tmp_path / "docs"), "--status", "--jobs", "2"]
+    assert main(command) == 0
+    text = capsys.readouterr().out
+    assert [line.split()[-1] for line in text.splitlines() if line.startswith(("relation ", "mlp "))] == ["s", "?"]
+    assert "relation  0/1   1          -        10 min 0 s" in text  # 6 planned steps at 100 s a step
+    assert ("estimated time left 5 min 0 s at --jobs 2 (from the time per step of 1 recorded runs of other "
+            f"experiments in {tmp_path / 'docs'} with the same task, parameter count and threads; the labels marked "
+            "? are not counted)") in text
+
+
 # -- a run another experiment recorded with the same config is reused ------------------------------------------
 TWIN = ("name='twin'", "mixers=[{label='rel', name='relation'}]")  # relation under another label and name
 

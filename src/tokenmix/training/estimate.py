@@ -15,7 +15,8 @@ from typing import Iterable, Sequence
 from .experiment import RunSpec
 from .results import read_csv
 
-__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "borrowed_estimate", "estimate_line", "hours"]
+__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "borrowed_estimate", "borrowed_note", "estimate_line",
+           "hours"]
 
 RECORD_DIR = Path("docs/reproduction")  # the committed record, relative to a checkout
 
@@ -31,6 +32,7 @@ class TimeEstimate:
     recorded: int
     unmatched: int = 0
     borrowed: bool = False  # from other experiments' records (:func:`borrowed_estimate`)
+    borrowed_runs: int = 0  # of a recorded experiment: runs whose label has no row, timed as in :func:`borrowed_estimate`
 
     @property
     def seconds(self) -> float:
@@ -71,30 +73,39 @@ def estimate_time(name: str, runs: Sequence[RunSpec], folders: Iterable[str | Pa
                   task: str | None = None, threads: int | None = None) -> TimeEstimate | None:
     """The expected training time of ``runs`` of the experiment ``name`` from the first of ``folders`` whose
     ``<name>.csv`` has rows with a wall time: each run its own recorded row's, else the mean of its label's
-    rows, else the mean of all rows; with ``steps`` (planned steps per :attr:`RunSpec.key`) each recorded time
-    is shortened to the planned steps where fewer are planned. Where no folder has such rows and ``steps``,
-    ``params`` (per key) and ``task`` are given, a new experiment borrows from the others' records: per run, the
-    mean time per step of the recorded runs of any experiment in the folders with the same task, parameter
-    count and ``threads``, times its planned steps (:func:`borrowed_estimate`). None when nothing is recorded."""
+    rows, else (with ``steps``, ``params`` and ``task``) the time borrowed from comparable records as below, else
+    the mean of all rows; with ``steps`` (planned steps per :attr:`RunSpec.key`) each recorded time is shortened
+    to the planned steps where fewer are planned. Where no folder has such rows and ``steps``, ``params`` (per
+    key) and ``task`` are given, a new experiment borrows from the others' records: per run, the mean time per
+    step of the recorded runs of any experiment in the folders with the same task, parameter count and
+    ``threads``, times its planned steps (:func:`borrowed_estimate`). None when nothing is recorded."""
     unique: dict[Path, Path] = {}
     for f in folders:
         if f is not None:
             unique.setdefault(Path(f).resolve(), Path(f))
     folders = list(unique.values())
+    can_borrow = bool(steps and params and task)
     for folder in folders:
         csv = Path(folder) / f"{name}.csv"
         rows = [(row, wall) for row in read_csv(csv)[1] if (wall := _wall(row)) is not None]
         if not rows:
             continue
-        per_run = {}
+        recorded_labels = {row["label"] for row, _ in rows}
+        unrecorded = [run for run in runs if run.label not in recorded_labels]
+        borrowed = (borrowed_estimate(unrecorded, folders, steps, params, task, threads)
+                    if can_borrow and unrecorded else None)
+        per_run, borrowed_runs = {}, 0
         for run in runs:
             planned = (steps or {}).get(run.key)
             mine = [(row, wall) for row, wall in rows if (row["label"], int(row["seed"])) == (run.label, run.seed)]
             label = [(row, wall) for row, wall in rows if row["label"] == run.label]
+            if not label and borrowed is not None and run.key in borrowed.per_run:
+                per_run[run.key], borrowed_runs = borrowed.per_run[run.key], borrowed_runs + 1
+                continue
             chosen = mine or label or rows
             per_run[run.key] = sum(_scaled(row, wall, planned) for row, wall in chosen) / len(chosen)
-        return TimeEstimate(per_run, csv, len(rows))
-    if steps and params and task:
+        return TimeEstimate(per_run, csv, len(rows), borrowed_runs=borrowed_runs)
+    if can_borrow:
         return borrowed_estimate(runs, folders, steps, params, task, threads)
     return None
 
@@ -147,4 +158,12 @@ def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: 
                 f"{estimate.csv} with the same task, parameter count and threads, times the planned steps, "
                 f"evaluations not counted{left})")
     return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (from {estimate.recorded} "
-            f"recorded runs' training wall time in {estimate.csv}, evaluations not counted)")
+            f"recorded runs' training wall time in {estimate.csv}{borrowed_note(estimate)}, evaluations not counted)")
+
+
+def borrowed_note(estimate: TimeEstimate) -> str:
+    """``""``, or what a recorded experiment's estimate says of the runs whose label has no row yet."""
+    if not estimate.borrowed_runs:
+        return ""
+    return (f"; {estimate.borrowed_runs} runs of labels not yet recorded from the time per step of other "
+            f"experiments' runs with the same task, parameter count and threads")

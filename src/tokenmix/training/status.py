@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..tabulate import text_table
 from .checkpoint import Checkpointer, damaged_reason
-from .estimate import RECORD_DIR, estimate_time
+from .estimate import RECORD_DIR, TimeEstimate, borrowed_note, estimate_time
 from .build import plan_task
 from .experiment import Experiment
 from .results import ResultsDir, run_config
@@ -33,12 +33,20 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
 
 
+def _record_source(estimate: TimeEstimate) -> str:
+    if estimate.borrowed:
+        return (f"the time per step of {estimate.recorded} recorded runs of other experiments in {estimate.csv} with "
+                f"the same task, parameter count and threads")
+    return f"the training wall time of {estimate.recorded} recorded runs in {estimate.csv}{borrowed_note(estimate)}"
+
+
 def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str | Path | None = None,
                  jobs: int = 1) -> str:
     """Per label: runs done (a row in ``results_dir`` with the run's config_hash, or ``result.json`` in
     ``out_dir``), partial (a checkpoint: its step / total) and remaining; the estimated time left (mean training
-    wall time of the finished runs of the label, else the recorded runs' in ``results_dir`` or docs/reproduction
-    (:mod:`tokenmix.training.estimate`), else of all finished runs, times the remaining runs (a partial one by its
+    wall time of the finished runs of the label, else the recorded runs' in ``results_dir`` or docs/reproduction,
+    or comparable runs' of other experiments (:func:`~tokenmix.training.estimate.estimate_time`), else of all
+    finished runs, times the remaining runs (a partial one by its
     remaining fraction), over ``jobs``); the stale rows. Trains nothing."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
@@ -90,7 +98,9 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
         state[key] = ("todo", None, 0.0)  # compare records it without training: no time left
     walls = [w for s, w, _ in state.values() if s == "done" and w is not None]
     recorded_time = estimate_time(experiment.name, [p.spec for p in planned], [results_dir, RECORD_DIR],
-                                  steps={p.spec.key: p.total_steps for p in planned})
+                                  steps={p.spec.key: p.total_steps for p in planned},
+                                  params={p.spec.key: p.params for p in planned}, task=task.info.name,
+                                  threads=experiment.threads(jobs))
     from_record = False  # whether a label's time left comes from the recorded runs
     header = ["label", "done", "remaining", "partial", "time left"]
     table, total_left = [], 0.0
@@ -101,8 +111,9 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
         mean = sum(mine) / len(mine) if mine else (sum(walls) / len(walls) if walls else None)
         left = sum(state[k][2] for k in keys)
         seconds = (mean or 0.0) * left
-        if not mine and recorded_time is not None and left > 0:
-            seconds, mean, from_record = sum(recorded_time.per_run[k] * state[k][2] for k in keys), 0.0, True
+        timed = recorded_time is not None and all(k in recorded_time.per_run for k in keys if state[k][2] > 0)
+        if not mine and timed and left > 0:
+            seconds, mean, from_record = sum(recorded_time.per_run.get(k, 0.0) * state[k][2] for k in keys), 0.0, True
         total_left += seconds
         table.append([label, f"{len(done)}/{len(keys)}", str(len(keys) - len(done)),
                       ", ".join(partial_text[k] for k in keys if k in partial_text) or "-",
@@ -118,10 +129,11 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     elif not walls and recorded_time is None:
         eta = "time left unknown (no finished run yet, and no recorded one to go by)"
     else:
-        sources = (["the finished runs"] if walls else []) + ([f"{recorded_time.recorded} recorded runs in "
-                                                                f"{recorded_time.csv}"] if from_record else [])
-        eta = (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from the training wall time "
-               f"of {' and '.join(sources)})")
+        sources = (["the training wall time of the finished runs"] if walls else []) + (
+            [_record_source(recorded_time)] if from_record and recorded_time is not None else [])
+        unknown = sum(1 for row in table if row[-1] == "?")
+        eta = (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from {' and '.join(sources)}"
+               + ("; the labels marked ? are not counted" if unknown else "") + ")")
     lines += ["", f"{finished}/{len(planned)} done, {len(planned) - finished} remaining ({partial} partial); {eta}"]
     if stale:
         lines += ["", "stale rows (train again, their rows will be replaced):"] + stale
