@@ -342,6 +342,7 @@ def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_p
                  "--results", str(docs), "--status"]) == 0
     status = capsys.readouterr().out
     assert f"rel/seed0: {experiment.name} relation seed 0" in status and f"mlp/seed0: {experiment.name} mlp seed 0" in status
+    assert "0/2 done, 2 remaining (0 partial); no training left (the remaining runs are recorded by another" in status
     monkeypatch.setattr(compare_module, "run_one", never)
     new = compare(twin, tmp_path / "out", isolate=False, progress=False, results_dir=docs)
     assert f"reused: rel/seed0 is the run recorded as {experiment.name} relation seed 0" in capsys.readouterr().out

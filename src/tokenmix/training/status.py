@@ -46,8 +46,8 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     ``out_dir``), partial (a checkpoint: its step / total) and remaining; the estimated time left (mean training
     wall time of the finished runs of the label, else the recorded runs' in ``results_dir`` or docs/reproduction,
     or comparable runs' of other experiments (:func:`~tokenmix.training.estimate.estimate_time`), else of all
-    finished runs, times the remaining runs (a partial one by its
-    remaining fraction), over ``jobs``); the stale rows. Trains nothing."""
+    finished runs, times the remaining runs (a partial one by its remaining fraction), over ``jobs``); the stale
+    rows. Trains nothing."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
@@ -126,7 +126,9 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     partial = sum(1 for s, _, _ in state.values() if s == "partial")
     if finished == len(planned):
         eta = "nothing left"
-    elif not walls and recorded_time is None:
+    elif not any(left > 0 for _, _, left in state.values()):
+        eta = "no training left (the remaining runs are recorded by another experiment)"
+    elif not walls and not from_record:  # no label could be timed
         eta = "time left unknown (no finished run yet, and no recorded one to go by)"
     else:
         sources = (["the training wall time of the finished runs"] if walls else []) + (
