@@ -385,6 +385,32 @@ def test_a_run_is_trained_when_its_twin_may_not_stand_for_it(sweep, tmp_path, mo
     assert not (docs / "twin.csv").exists()
 
 
+def test_the_report_names_rows_another_experiment_records_too(sweep, tmp_path, monkeypatch):
+    """Both records name the other's run with the same config hash (never their own rows); a row whose hash
+    differs is not named."""
+    from tokenmix.report.measures import ExperimentData
+    from tokenmix.report.notes import shared_note
+
+    experiment, docs = sweep[1], _twin_docs(sweep, tmp_path)
+    assert ResultsDir(docs, experiment.name).shared() == []
+    monkeypatch.setattr(compare_module, "run_one", never)
+    compare(tiny(*TWIN), tmp_path / "out", isolate=False, progress=False, results_dir=docs)
+    assert ResultsDir(docs, "twin").shared() == [(("rel", 0), experiment.name, "relation"),
+                                                 (("mlp", 0), experiment.name, "mlp")]
+    assert sorted(ResultsDir(docs, experiment.name).shared()) == [(("mlp", 0), "twin", "mlp"),
+                                                                  (("relation", 0), "twin", "rel")]
+    found = ExperimentData("twin", [], None, None, shared=ResultsDir(docs, "twin").shared())
+    assert shared_note(found).startswith("**2 recorded rows are runs that another experiment records too**")
+    assert shared_note(found).endswith(f"rel seed 0 = `{experiment.name}` relation; mlp seed 0 = "
+                                       f"`{experiment.name}` mlp.")
+    text = (docs / "twin.csv").read_text()
+    mlp_hash = next(r[HASH_COLUMN] for r in read_csv(docs / "twin.csv")[1] if r["label"] == "mlp")
+    (docs / "twin.csv").write_text(text.replace(mlp_hash, "0" * len(mlp_hash)))
+    assert ResultsDir(docs, "twin").shared() == [(("rel", 0), experiment.name, "relation")]
+    assert shared_note(ExperimentData("twin", [], None, None, shared=ResultsDir(docs, "twin").shared())).startswith(
+        "**1 recorded row is a run that another experiment records too**")
+
+
 def test_commit_says_a_row_was_reused(sweep, repo, tmp_path, monkeypatch):
     shutil.copytree(sweep[2], repo / "docs")
     _git(repo, "add", "docs")

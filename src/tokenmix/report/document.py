@@ -118,6 +118,7 @@ def not_pooled(study: Study, data: Path) -> tuple[dict[tuple[str, int], str], li
 
 def _found(study: Study, data: Path) -> ExperimentData:
     from tokenmix.tasks import task_info
+    from tokenmix.training.results import ResultsDir
 
     report = study.experiment.report
     exclude, summary = not_pooled(study, data)
@@ -125,6 +126,7 @@ def _found(study: Study, data: Path) -> ExperimentData:
                       higher_is_better=task_info(study.experiment.task["name"]).higher_is_better,
                       planned_steps=planned_steps_per_epoch(study.experiment), exclude=exclude)
     found.provenance = summary
+    found.shared = ResultsDir(data, study.name).shared() if found.runs else []
     return found
 
 

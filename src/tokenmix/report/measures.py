@@ -136,6 +136,7 @@ class ExperimentData:
     planned_steps: dict[str, int] | None = None  # per label, steps per epoch as the experiment file plans them
     excluded: list[tuple[Run, str]] = field(default_factory=list)  # rows not pooled, each with why
     provenance: list[dict] = field(default_factory=list)  # per code version (ResultsDir.provenance_summary)
+    shared: list[tuple[tuple[str, int], str, str]] = field(default_factory=list)  # ResultsDir.shared
 
     def labels(self) -> list[str]:
         return list(dict.fromkeys(r.label for r in self.runs or []))

@@ -10,7 +10,7 @@ from ..study.verdict import Outcome
 from .measures import ExperimentData
 from .tables import table
 
-__all__ = ["tie_note", "not_pooled_note", "provenance_note", "growth_table"]
+__all__ = ["tie_note", "not_pooled_note", "shared_note", "provenance_note", "growth_table"]
 
 
 def tie_note(outcomes: list[Outcome]) -> str:
@@ -37,6 +37,32 @@ def not_pooled_note(found: ExperimentData) -> str:
     parts = [f"{', '.join(runs)}: {reason}" for reason, runs in groups.items()]
     return (f"**{len(found.excluded)} recorded rows are not pooled** (in no mean, table or test; "
             f"a rerun with `--results` trains them again): " + "; ".join(parts) + ".")
+
+
+def shared_note(found: ExperimentData) -> str:
+    """The rows that are runs another experiment records too (same config hash), grouped by label and the other
+    experiment's label (empty when none): those seeds are one run each, not new evidence beside the other's."""
+    if not found.shared:
+        return ""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for (label, seed), other, other_label in found.shared:
+        groups.setdefault((label, other, other_label), []).append(seed)
+    parts = [f"{label} {seed_span(seeds)} = `{other}` {other_label}" for (label, other, other_label), seeds
+             in groups.items()]
+    rows = len({key for key, _, _ in found.shared})
+    return (f"**{rows} recorded row{'s are runs' if rows > 1 else ' is a run'} that another experiment records "
+            f"too** (same config hash: the same run, recorded by both; not new evidence beside the other's "
+            f"rows): " + "; ".join(parts) + ".")
+
+
+def seed_span(seeds: list[int]) -> str:
+    """"seed 3", "seeds 0-6" for consecutive seeds, else "seeds 0, 2, 5"."""
+    seeds = sorted(set(seeds))
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
 
 
 def provenance_note(found: ExperimentData) -> list[str]:

@@ -338,6 +338,24 @@ class ResultsDir:
                 found.setdefault(row[HASH_COLUMN], Twin(other.name, label, seed, row, histories.get((label, seed), [])))
         return found
 
+    def shared(self) -> list[tuple[tuple[str, int], str, str]]:
+        """This record's rows that another experiment's record in this folder holds too, under the same
+        config_hash: one run recorded by both (the later one reused it through :meth:`twins` instead of training
+        it again). Each as ((label, seed) here, the other experiment, its label there); the seed is part of the
+        config, so it is the same there. Other records by file name."""
+        mine: dict[str, list[tuple[str, int]]] = {}
+        for key, row in self.rows().items():
+            if row.get(HASH_COLUMN):
+                mine.setdefault(row[HASH_COLUMN], []).append(key)
+        out = []
+        for configs in sorted(self.directory.glob("*-configs.json")):
+            other = ResultsDir(self.directory, configs.name[:-len("-configs.json")])
+            if other.name == self.name or not other.csv.exists():
+                continue
+            for (label, _), row in other.rows().items():
+                out += [(key, other.name, label) for key in mine.get(row.get(HASH_COLUMN, ""), [])]
+        return out
+
     def save_run(self, row: dict[str, Any], columns: list[str], history: list[dict[str, Any]],
                  config: dict[str, Any], task: Any = None, note: str = "") -> list[Path]:
         """Record one finished run: its row (with its config_hash), its evaluations, its config, and the chance
