@@ -340,8 +340,8 @@ class ResultsDir:
 
     def shared(self) -> list[tuple[tuple[str, int], str, str]]:
         """This record's rows that another experiment's record in this folder holds too, under the same
-        config_hash: one run recorded by both (the later one reused it through :meth:`twins` instead of training
-        it again). Each as ((label, seed) here, the other experiment, its label there); the seed is part of the
+        config_hash: one run recorded by both (reused through :meth:`twins`, or trained again under the same
+        config, which gives the same results). Each as ((label, seed) here, the other experiment, its label there); the seed is part of the
         config, so it is the same there. Other records by file name."""
         mine: dict[str, list[tuple[str, int]]] = {}
         for key, row in self.rows().items():
