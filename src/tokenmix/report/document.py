@@ -26,19 +26,7 @@ from .prereg import looked_in_git, registration_note, registrations_in_git
 from .notes import not_pooled_note, provenance_note
 from .sections import (Study, harness_command, harness_only, harness_section, judge_study, measured_section,
                        run_here)
-from .tables import table
-
-
-def _ranges(numbers: list[int]) -> str:
-    """0, 1, 2, 4 -> "0-2, 4"."""
-    parts, start = [], None
-    for i, n in enumerate(numbers):
-        if start is None:
-            start = n
-        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
-            parts.append(f"{start}" if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(parts)
+from .tables import ranges, table
 
 
 __all__ = ["load_studies", "papers_of", "render", "write_report"]
@@ -145,7 +133,7 @@ def judged(study: Study, data: Path, experiments: Path) -> tuple[ExperimentData,
         if o.claim.text in looked:
             noun = "rounds" if o.claim.harness else "seeds"
             o.registration += (f"; judged only on the runs after the last change (without {noun} "
-                               f"{_ranges(sorted(looked[o.claim.text]))})")
+                               f"{ranges(sorted(looked[o.claim.text]))})")
     return found, outcomes
 
 

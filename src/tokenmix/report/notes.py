@@ -8,7 +8,7 @@ import statistics
 
 from ..study.verdict import Outcome
 from .measures import ExperimentData
-from .tables import table
+from .tables import ranges, table
 
 __all__ = ["tie_note", "not_pooled_note", "shared_note", "provenance_note", "growth_table"]
 
@@ -56,13 +56,9 @@ def shared_note(found: ExperimentData) -> str:
 
 
 def seed_span(seeds: list[int]) -> str:
-    """"seed 3", "seeds 0-6" for consecutive seeds, else "seeds 0, 2, 5"."""
+    """"seed 3", "seeds 0-6", "seeds 0-2, 5"."""
     seeds = sorted(set(seeds))
-    if len(seeds) == 1:
-        return f"seed {seeds[0]}"
-    if seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"seeds {seeds[0]}-{seeds[-1]}"
-    return "seeds " + ", ".join(map(str, seeds))
+    return f"seed{'s' if len(seeds) > 1 else ''} {ranges(seeds)}"
 
 
 def provenance_note(found: ExperimentData) -> list[str]:

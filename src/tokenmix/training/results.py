@@ -316,15 +316,19 @@ class ResultsDir:
         difference = first_difference(old, config) if old is not None else None
         return f"config changed ({recorded} -> {current})" + (f": {difference}" if difference else "")
 
+    def records(self) -> list[ResultsDir]:
+        """Every experiment's record in this folder (its own included), by file name."""
+        return [ResultsDir(self.directory, configs.name[:-len("-configs.json")])
+                for configs in sorted(self.directory.glob("*-configs.json"))]
+
     def twins(self, digests: Iterable[str]) -> dict[str, Twin]:
         """Per config_hash of ``digests``: a recorded run with that hash in any experiment's record in this
         folder (the first by file name; this experiment's own rows included), unless --verify found its code
         stale there or here. A record that cannot be read is named and skipped."""
         wanted, found, stale_here = set(digests), {}, self.stale_codes()
-        for configs in sorted(self.directory.glob("*-configs.json")):
+        for other in self.records():
             if not wanted - found.keys():
                 break
-            other = ResultsDir(self.directory, configs.name[:-len("-configs.json")])
             try:
                 rows, stale = other.rows(), other.stale_codes().keys() | stale_here.keys()
                 left = wanted - found.keys()
@@ -341,15 +345,14 @@ class ResultsDir:
     def shared(self) -> list[tuple[tuple[str, int], str, str]]:
         """This record's rows that another experiment's record in this folder holds too, under the same
         config_hash: one run recorded by both (reused through :meth:`twins`, or trained again under the same
-        config, which gives the same results). Each as ((label, seed) here, the other experiment, its label there); the seed is part of the
-        config, so it is the same there. Other records by file name."""
+        config, which gives the same results). Each as ((label, seed) here, the other experiment, its label
+        there); the seed is part of the config, so it is the same there. Other records by file name."""
         mine: dict[str, list[tuple[str, int]]] = {}
         for key, row in self.rows().items():
             if row.get(HASH_COLUMN):
                 mine.setdefault(row[HASH_COLUMN], []).append(key)
         out = []
-        for configs in sorted(self.directory.glob("*-configs.json")):
-            other = ResultsDir(self.directory, configs.name[:-len("-configs.json")])
+        for other in self.records():
             if other.name == self.name or not other.csv.exists():
                 continue
             for (label, _), row in other.rows().items():
