@@ -22,7 +22,8 @@ from tokenmix.cli import main  # noqa: E402
 from tokenmix.study import stats  # noqa: E402
 from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
 from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
-from tokenmix.report.tables import mean_sd, mean_sd_text, table  # noqa: E402
+from tokenmix.report import prereg  # noqa: E402
+from tokenmix.report.tables import mean_sd, mean_sd_text, ranges, table  # noqa: E402
 from tokenmix.study.verdict import (FAILS, HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, SMALL,  # noqa: E402
                                     Outcome, judge, p_greater)
 from tokenmix.study import power  # noqa: E402
@@ -374,6 +375,18 @@ def test_mean_sd(mean, sd, text):
 def test_cells_and_table():
     assert mean_sd_text([1.0, math.inf]) == "1 (1/2 reached)" and mean_sd_text([math.inf]) == "not reached"
     assert table(["a", "b"], [["1", "2"]]) == ["| a | b |", "|---|---|", "| 1 | 2 |"]
+
+
+@pytest.mark.parametrize("numbers, text", [
+    ([0, 1, 2, 4], "0-2, 4"), ([3], "3"), ([], ""), ([0, 2, 3, 5, 6, 7], "0, 2-3, 5-7"),
+])
+def test_ranges(numbers, text):
+    assert ranges(numbers) == text
+
+
+def test_prereg_ranges_keeps_integers_only_and_says_none():
+    assert prereg._ranges([4, 0, "x", 1.5, 1, 2]) == "0-2, 4"  # sorted, non-integers dropped
+    assert prereg._ranges([]) == "none" and prereg._ranges(["a"]) == "none"
 
 
 # -- the command, the data, the dry run -----------------------------------------------------------------------

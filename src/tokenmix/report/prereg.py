@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
 from ..study.claims import HARNESS_MEASURES, MEMORY_MEASURES, harness_kind
+from ..study.numbers import ranges
 from ..training.schema import HARNESS_ROUNDS
 
 __all__ = ["Registration", "registrations", "registrations_in_git", "looked_in_git", "registration_note", "WORKING_TREE"]
@@ -265,16 +266,8 @@ def _in_lengths(item: dict[str, Any], row: tuple) -> bool:
 
 
 def _ranges(numbers: Any) -> str:
-    values = sorted(n for n in numbers if isinstance(n, int))
-    parts: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ", ".join(parts) if parts else "none"
+    """The integers among ``numbers`` as runs (:func:`tokenmix.study.numbers.ranges`), "none" when there are none."""
+    return ranges(sorted(n for n in numbers if isinstance(n, int))) or "none"
 
 
 def _pct(x: float) -> str:

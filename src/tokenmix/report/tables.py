@@ -12,22 +12,10 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..study.numbers import num, percent, pvalue
+from ..study.numbers import num, percent, pvalue, ranges
 from ..tabulate import markdown_table
 
 __all__ = ["table", "mean_sd", "mean_sd_text", "num", "pvalue", "percent", "ranges"]
-
-
-def ranges(numbers: list[int]) -> str:
-    """Sorted integers as runs: 0, 1, 2, 4 -> "0-2, 4"."""
-    parts, start = [], None
-    for i, n in enumerate(numbers):
-        if start is None:
-            start = n
-        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
-            parts.append(f"{start}" if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(parts)
 
 
 def table(head: list[str], rows: list[list[str]]) -> list[str]:
