@@ -210,6 +210,29 @@ def test_each_verification_is_recorded_and_committed_as_it_is_made(recorded, tmp
     assert status.stdout.strip() == ""  # the ledger is committed, nothing left over
 
 
+def test_a_rerun_that_differs_under_the_same_code_keeps_the_rows_and_the_report_says_so(recorded, tmp_path):
+    from tokenmix.report.document import not_pooled
+    from tokenmix.report.notes import provenance_note
+    from tokenmix.report.sections import Study
+
+    docs = copy_docs(recorded, tmp_path)
+    experiment, record = recorded[1], ResultsDir(docs, recorded[1].name)
+    header, rows = read_csv(record.csv)
+    rows[0]["value"] = "0.123"  # the recorded run "came out otherwise": same code, another host or run
+    write_csv(record.csv, header, rows)
+    added = verify(experiment, docs, 1, tmp_path / "verify", progress=False)
+    relation = next(r for r in added if r["label"] == "relation")
+    assert relation["reproduced"] == "false" and relation["row_code"] == relation["rerun_code"] == code_version()
+    assert record.stale_codes() == {} and record.rows()[("relation", 0)]["value"] == "0.123"  # kept, not replaced
+    study = Study(file="x.toml", experiment=experiment, paper=None, claims=[])
+    excluded, _ = not_pooled(study, docs)
+    assert excluded == {}
+    found = type("Found", (), {"provenance": record.provenance_summary()})()
+    line = next(x for x in provenance_note(found) if x.startswith(f"| {code_version()} "))
+    assert "**1 differ**, 1 of them under the same code: not deterministic here" in line
+    assert "relation seed 0: value 0.123 -> " in line and "1 rerun reproduced it exactly" in line
+
+
 def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled(recorded, tmp_path):
     docs = copy_docs(recorded, tmp_path)
     experiment, record = recorded[1], ResultsDir(docs, recorded[1].name)

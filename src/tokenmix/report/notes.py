@@ -78,7 +78,13 @@ def provenance_note(found: ExperimentData) -> list[str]:
             verified.append(f"{n} rerun{'s' if n > 1 else ''} reproduced it exactly (code {', '.join(same)})")
         if g["differs"]:
             v = g["differs"][-1]
-            verified.append(f"**{len(g['differs'])} differ** ({v['label']} seed {v['seed']}: {v['difference']})")
+            same_code = sum(d["rerun_code"] == g["code"] for d in g["differs"])
+            # a difference under the row's own code is not staleness: the rows are kept, but the run is not
+            # deterministic across hosts or runs, and a reader has to know that
+            under = (f", {same_code} of them under the same code: not deterministic here (the host or the run), "
+                     f"the rows are kept") if same_code else ""
+            verified.append(f"**{len(g['differs'])} differ**{under} ({v['label']} seed {v['seed']}: "
+                            f"{v['difference']})")
         commits = sorted(g["commits"])
         lines.append(f"| {g['code'] or '(none)'} | {g['rows']} | "
                      f"{', '.join(commits[:3]) + (f' +{len(commits) - 3}' if len(commits) > 3 else '') or '-'} | "
