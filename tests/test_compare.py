@@ -517,3 +517,22 @@ def test_every_help_text_ends_whole():
     texts += [a.help for sub in subparsers.choices.values() for a in sub._actions if a.help]
     for text in texts:
         assert text.split()[-1].strip(".,;:").lower() not in dangling, f"cut off: {text!r}"
+
+
+def test_a_claim_naming_an_unknown_label_is_refused_when_the_file_is_loaded(tmp_path, monkeypatch):
+    monkeypatch.setattr(compare_module, "run_one", lambda *a, **k: pytest.fail("trained"))
+    path = tmp_path / "typo.toml"
+    path.write_text(to_toml({**tiny("mixers=['softmax', 'linear']").to_dict(), "claims": [
+        {"text": "softmax beats linear", "paper": "p", "a": "softmax", "b": "linaer", "measure": "value",
+         "kind": "greater"}]}))
+    message = (rf"experiment: {re.escape(str(path))}: claim 'softmax beats linear': no label 'linaer' in the "
+               r"experiment \(did you mean 'linear'\?\); labels: softmax, linear, mlp")
+    with pytest.raises(ValueError, match=message):
+        load_experiment(path)
+    for flag in ("--dry-run", "--status"):
+        with pytest.raises(SystemExit, match="tokenmix compare: " + message):
+            main(["compare", "--config", str(path), "--out", str(tmp_path / "out"), flag])
+    path.write_text(path.read_text().replace('"linaer"', '"linear"'))
+    assert load_experiment(path).claims[0]["b"] == "linear"
+    # the claims name the labels of the file as written: a --set that leaves a run out is no typo
+    assert [e.label for e in load_experiment(path, ["mixers=['softmax']"]).mixers] == ["softmax"]

@@ -301,3 +301,20 @@ def test_writers_in_several_processes_lose_no_row(tmp_path):
     assert len(record.rows()) == 45 and sum(len(h) for h in record.histories().values()) == 45
     assert len(record.known_configs()) == 45
     assert sorted(p.name for p in tmp_path.iterdir()) == ["many-configs.json", "many-history.csv", "many.csv"]
+
+
+def test_a_sweep_pins_the_numerics_of_the_runs_it_spawns_and_records_the_host(tmp_path):
+    """Rows trained in spawned processes (every `tokenmix compare`) say they ran pinned, on which host; a pinned
+    row is verified by a pinned rerun, which reproduces it."""
+    import torch
+
+    from tokenmix.training.numerics import PINNED, host_fingerprint
+
+    if not torch.cpu._is_avx2_supported():
+        pytest.skip("the pinned level needs AVX2")
+    experiment = tiny("seeds=[0]", "report.baseline=false")
+    compare(experiment, tmp_path / "out", jobs=1, progress=False, results_dir=tmp_path / "docs")
+    (row,) = ResultsDir(tmp_path / "docs", experiment.name).rows().values()
+    assert row["numerics"] == PINNED and row["host"] == host_fingerprint()
+    (again,) = verify(experiment, tmp_path / "docs", 1, tmp_path / "verify", progress=False)
+    assert again["reproduced"] == "true" and again["numerics"] == PINNED and again["cause"] == ""

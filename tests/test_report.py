@@ -20,7 +20,7 @@ from scipy import stats as sps  # noqa: E402
 
 from tokenmix.cli import main  # noqa: E402
 from tokenmix.study import stats  # noqa: E402
-from tokenmix.report.measures import Values, load_data, read_csv  # noqa: E402
+from tokenmix.report.measures import ResultsError, Values, load_data, read_csv  # noqa: E402
 from tokenmix.report.plateau import plateau_count, plateaued  # noqa: E402
 from tokenmix.report import prereg  # noqa: E402
 from tokenmix.report.tables import mean_sd, mean_sd_text, ranges, table  # noqa: E402
@@ -799,3 +799,75 @@ def test_every_item_of_every_paper_has_a_ledger_row():
         judged = {text for row in paper.ledger for text in row.claims}
         unlisted = [c.text for study in studies for c in study.claims if not c.added and c.text not in judged]
         assert not unlisted, f"paper {key}: claims in no ledger row: {unlisted}"
+
+
+# -- every CSV the report reads is checked, the file and the line named ---------------------------------------
+HISTORY = ("label,seed,step,epoch,wall_s,train_loss,val_loss,val_metric\n"
+           "a,0,10,1,1.0,0.7,0.7,0.5\na,0,20,2,2.0,0.6,0.6,0.6\nb,0,10,1,1.0,0.7,0.7,0.55\n")
+
+
+def _checked_data(tmp_path, runs: str = "label,seed,value,best_val\na,0,0.5,0.6\nb,0,0.6,0.7\n",
+                  history: str = HISTORY, chance: str | None = "majority_class,train_rate,test_rate\n1,0.2,0.25\n"):
+    (tmp_path / "x.csv").write_text(runs)
+    (tmp_path / "x-history.csv").write_text(history)
+    if chance is not None:
+        (tmp_path / "x-chance.csv").write_text(chance)
+    return load_data(tmp_path, "x")
+
+
+@pytest.mark.parametrize("line, message", [
+    ("garbage", r"x-history.csv, line 5: 1 cells where the header has 8 \('garbage'\): the line is damaged"),
+    ("b,0,20,2,2.0,0.6,oops,0.6", r"x-history.csv, line 5: val_loss is 'oops', not a number: the line is damaged"),
+    ("b,zero,20,2,2.0,0.6,0.6,0.6", r"x-history.csv, line 5: seed is 'zero', not a number"),
+])
+def test_a_damaged_history_line_is_named(tmp_path, line, message):
+    with pytest.raises(ResultsError, match=message):
+        _checked_data(tmp_path, history=HISTORY + line + "\n")
+
+
+def test_a_conflicting_evaluation_is_refused_and_an_exact_repeat_tolerated(tmp_path):
+    found = _checked_data(tmp_path, history=HISTORY + "a,0,10,1,1.0,0.7,0.7,0.5\n")  # line 2 again
+    assert [h["step"] for h in found.runs_of("a")[0].history] == ["10", "20"]  # counted once
+    with pytest.raises(ResultsError, match=r"x-history.csv, lines 2 and 5: two different rows for label a, seed 0, "
+                                           r"step 10 \(val_metric '0.5' vs '0.9'\)"):
+        _checked_data(tmp_path, history=HISTORY + "a,0,10,1,1.0,0.7,0.7,0.9\n")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", r"x-chance.csv, line 1: no row \(the file holds nothing; it must hold one\)"),
+    ("majority_class,train_rate,test_rate\n", r"x-chance.csv, line 2: no row \(the file holds only its header"),
+    ("majority_class,train_rate,test_rate\n1,0.2,\n", r"x-chance.csv, line 2: test_rate is '', not a number"),
+    ("majority_class,train_rate,test_rate\n1,0.2,0.25\n2,0.3,0.3\n",
+     r"x-chance.csv, lines 2 and 3: two different rows where the file holds one"),
+])
+def test_a_chance_file_without_its_one_row_is_named(tmp_path, text, message):
+    assert _checked_data(tmp_path).chance == 0.25
+    with pytest.raises(ResultsError, match=message):
+        _checked_data(tmp_path, chance=text)
+
+
+def test_a_non_number_in_the_results_is_named(tmp_path):
+    with pytest.raises(ResultsError, match=r"x.csv, line 3: best_val is 'n/a', not a number"):
+        _checked_data(tmp_path, runs="label,seed,value,best_val\na,0,0.5,0.6\nb,0,0.6,n/a\n")
+
+
+def test_a_harness_line_that_is_not_a_number_is_named(tmp_path):
+    rows = "experiment,label,kind,length,batch,round,step_s,threads,peak_mb\nx,a,experiment,64,8,1,0.01,1,\n"
+    (tmp_path / "x-steptime.csv").write_text(rows + "x,a,experiment,64,8,one,0.01,1,\n")
+    with pytest.raises(ResultsError, match=r"x-steptime.csv, line 3: round is 'one', not a number"):
+        load_data(tmp_path, "x")
+
+
+def test_tokenmix_report_names_a_damaged_file_without_a_traceback(tmp_path):
+    name = "001-kerformer-fashion"
+    data, experiments = tmp_path / "data", tmp_path / "experiments"
+    data.mkdir()
+    experiments.mkdir()
+    for suffix in (".csv", "-history.csv", "-configs.json"):
+        shutil.copy(DATA / f"{name}{suffix}", data)
+    (data / f"{name}-chance.csv").write_text("")
+    for stem in (name, "001-kerformer-listops"):  # the latter: the paper's heading
+        shutil.copy(ROOT / "experiments" / f"{stem}.toml", experiments)
+    with pytest.raises(SystemExit, match=rf"tokenmix report: .*{name}-chance.csv, line 1: no row"):
+        main(["report", "--data", str(data), "--out", str(tmp_path / "r.md"), "--experiments", str(experiments),
+              "--no-plots"])

@@ -309,22 +309,26 @@ def test_000_clear_win_holds_with_table_and_plot(tmp_path):
     assert "](../data/img/000-time-to-accuracy-metric_vs_time.png)" in part
 
 
-def test_claims_of_experiments_not_run_yet_count_in_the_one_holm_family(tmp_path):
-    """Holm's family is every paper claim of every experiment file, run or not: starting an experiment must not
-    change another claim's adjusted p (a claim not measured counts with p = 1)."""
-    from tokenmix.report.document import load_studies
-
+def test_a_claims_holm_family_is_fixed_when_it_is_registered(tmp_path):
+    """Holm's family is the claims of one file registered together (here: uncommitted, so all of the file's paper
+    claims), never the report's other files: adding a claim to another experiment file changes no verdict, p or
+    reason here."""
     data = tmp_path / "data"
     data.mkdir()
     write_000(data, relation_steps=[0.010 + 0.001 * r for r in range(10)])
-    studies = load_studies(EXPERIMENTS)
-    paper_claims = sum(not c.added for study in studies for c in study.claims)
-    measured = sum(not c.added for study in studies if study.name == "000-time-to-accuracy" for c in study.claims)
-    assert paper_claims > measured
-    text = render(data, tmp_path / "r.md", EXPERIMENTS, plots=False)
-    part = section(text, "Yamada et al. (2022)")
-    assert f"(of {paper_claims})" in _line(part, "| Relation's time per epoch is below linear")
-    assert "**Not run yet.**" in section(text, "Chen (2023)")
+    studies = tmp_path / "experiments"
+    shutil.copytree(EXPERIMENTS, studies)
+    paper_000 = sum(not c.get("added", False) for c in load_experiment(studies / "000-time-to-accuracy.toml").claims)
+    before = section(render(data, tmp_path / "r.md", studies, plots=False), "Yamada et al. (2022)")
+    assert f"(of {paper_000})" in _line(before, "| Relation's time per epoch is below linear")
+    other = studies / "004-extractors-depth.toml"
+    labels = [e.label for e in load_experiment(other).mixers]
+    other.write_text(other.read_text() + "\n[[claims]]\ntext = \"a claim added later elsewhere\"\n"
+                     f"paper = \"Chen (2023)\"\na = \"{labels[0]}\"\nb = \"{labels[1]}\"\nkind = \"less\"\nmeasure = \"value\"\n")
+    from tokenmix.report.document import load_studies
+
+    assert any(c.text == "a claim added later elsewhere" for study in load_studies(studies) for c in study.claims)
+    assert section(render(data, tmp_path / "r.md", studies, plots=False), "Yamada et al. (2022)") == before
 
 
 def test_starting_an_experiment_does_not_change_the_verdicts_or_reasons_of_others(tmp_path):
@@ -339,7 +343,7 @@ def test_starting_an_experiment_does_not_change_the_verdicts_or_reasons_of_other
         return section(render(data, tmp_path / "r.md", EXPERIMENTS, plots=False), "Yamada et al. (2022)")
 
     before = section_000()
-    assert "| **inconclusive**: n = 10 paired rounds" in before  # the 10 harness rounds cannot decide these
+    assert "| **holds** |" in before  # 10 harness rounds decide within the file's own family of 4
     # 004-extractors-depth now pending, 2 of its 7 seeds of one label in. Its 7-vs-7 designs' floors (1 / 3,432)
     # are below 000's 10 harness rounds' (2^-10): counted at p = 1 while not run but at their floors once pending,
     # they would move 000's "at best" reasons

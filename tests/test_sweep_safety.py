@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import tokenmix.training.files as files_module
 import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
 from tokenmix.training.build import build_model, make_task
@@ -23,8 +25,8 @@ from tokenmix.training.experiment import load_experiment
 from tokenmix.training.files import DiskFull, FolderNotWritable
 from tokenmix.training.locks import LockHeld
 from tokenmix.training.loop import train
-from tokenmix.training.results import ResultsDir
-from tokenmix.training.sweep import compare
+from tokenmix.training.results import ResultsDir, read_csv, write_csv
+from tokenmix.training.sweep import compare, record_lock, run_one
 
 TINY = ["task.name='recall'", "model.dim=16", "model.depth=1", "train.max_steps=6", "train.eval_every=3",
         "train.batch_size=16", "seeds=[0]", "mixers=['relation']", "report.plots=[]", "train.threads=1"]
@@ -210,3 +212,97 @@ def test_a_full_disk_is_named_not_a_traceback(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(compare_module, "compare", full)
     with pytest.raises(SystemExit, match="tokenmix compare: disk full while writing"):
         main(["compare", *[x for s in TINY for x in ("--set", s)], "--out", str(tmp_path / "cli")])
+
+
+# -- a record is whole or not there: the row is written last, a torn one is repaired ---------------------------
+def _full_disk_on(patch: pytest.MonkeyPatch, name: str) -> None:
+    """A disk that fills up when the file ``name`` is written (its rename into place fails with ENOSPC)."""
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(dst).name == name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real(src, dst, *args, **kwargs)
+
+    patch.setattr(files_module.os, "replace", replace)
+
+
+def _whole(record: ResultsDir) -> bool:
+    return not record.torn() and set(record.rows()) == {("relation", 0), ("mlp", 0)}
+
+
+@pytest.mark.parametrize("fails", ["-history.csv", "-configs.json", ".csv"])
+def test_a_full_disk_while_recording_leaves_no_torn_record(tmp_path, fails):
+    experiment, out, docs = tiny(), tmp_path / "out", tmp_path / "docs"
+    record = ResultsDir(docs, experiment.name)
+    with pytest.MonkeyPatch.context() as patch:
+        _full_disk_on(patch, experiment.name + fails)
+        with pytest.raises(DiskFull):
+            compare(experiment, out, isolate=False, progress=False, results_dir=docs)
+    assert record.rows() == {} and record.torn() == {}  # the first run is not recorded at all, not in part
+    compare(experiment, out, isolate=False, progress=False, results_dir=docs)  # the same command again
+    assert _whole(record) and set(record.histories()) == {("relation", 0), ("mlp", 0)}
+    assert set(record.known_configs()) == {r["config_hash"] for r in record.rows().values()}
+
+
+def test_a_torn_record_is_recorded_again_or_its_run_trained_again(tmp_path, monkeypatch, capsys):
+    experiment, out, docs = tiny(), tmp_path / "out", tmp_path / "docs"
+    compare(experiment, out, isolate=False, progress=False, results_dir=docs)
+    record = ResultsDir(docs, experiment.name)
+    rows = record.rows()
+
+    def tear() -> None:  # as an older version left it: relation's row without its evaluations, mlp's without its config
+        header, history = read_csv(record.history)
+        write_csv(record.history, header, [h for h in history if h["label"] != "relation"])
+        configs = record.known_configs()
+        del configs[rows[("mlp", 0)]["config_hash"]]
+        record.configs.write_text(json.dumps(configs))
+
+    tear()
+    assert record.torn() == {("relation", 0): f"its evaluations in {record.history.name}",
+                             ("mlp", 0): f"its config {rows[('mlp', 0)]['config_hash']} in {record.configs.name}"}
+    monkeypatch.setattr(compare_module, "run_one", never)
+    capsys.readouterr()
+    compare(experiment, out, isolate=False, progress=False, results_dir=docs)  # both finished in out: recorded again
+    err = capsys.readouterr().err
+    assert f"{record.csv}: relation seed 0 was recorded without its evaluations" in err
+    assert err.count("recording it again from") == 2 and _whole(record)
+    assert [k for k in record.rows()] == [("relation", 0), ("mlp", 0)]  # in place
+    tear()
+    trained = []
+    monkeypatch.setattr(compare_module, "run_one", lambda *a, **k: (trained.append(a[1:3]), run_one(*a, **k))[1])
+    compare(experiment, tmp_path / "fresh", isolate=False, progress=False, results_dir=docs)  # no result.json
+    err = capsys.readouterr().err
+    assert err.count("dropping the row; the run trains again") == 2
+    assert sorted(trained) == [("mlp", 0), ("relation", 0)] and _whole(record)
+
+
+# -- one sweep per experiment and results folder ------------------------------------------------------------------
+def hold_record_lock(results: str, name: str, out: str, ready, release) -> None:
+    with record_lock(results, name, out):
+        ready.set()
+        release.wait(60)
+
+
+def test_one_sweep_per_experiment_and_results_folder_whatever_its_out(tmp_path, monkeypatch):
+    experiment, docs = tiny(), tmp_path / "docs"
+    context = multiprocessing.get_context("spawn")
+    ready, release = context.Event(), context.Event()
+    other = context.Process(target=hold_record_lock, args=(str(docs), experiment.name, str(tmp_path / "one"),
+                                                           ready, release))
+    other.start()
+    try:
+        assert ready.wait(60)
+        monkeypatch.setattr(compare_module, "run_one", never)
+        with pytest.raises(LockHeld) as error:
+            compare(experiment, tmp_path / "two", isolate=False, progress=False, results_dir=docs)
+        message = str(error.value)
+        assert f".tokenmix-sweep-{experiment.name}.lock is held by pid {other.pid}" in message
+        assert f"tokenmix compare {experiment.name} into {(tmp_path / 'one').resolve()}" in message
+        compare(experiment, tmp_path / "three", progress=False, results_dir=docs, dry_run=True)  # takes no lock
+    finally:
+        release.set()
+        other.join(30)
+    monkeypatch.setattr(compare_module, "run_one", run_one)
+    compare(experiment, tmp_path / "two", isolate=False, progress=False, results_dir=docs)  # free again
+    assert not list(docs.glob(".tokenmix*"))  # released on the way out

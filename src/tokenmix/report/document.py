@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..study.claims import PaperText, check_labels, parse_claims, parse_paper
-from ..study.verdict import (HOLDS, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, RULES, SMALL, Outcome,
+from ..study.verdict import (CONFOUNDED, HOLDS, room, MISSING, NO_DIFFERENCE, OPEN, OPPOSITE, PENDING, RULES, SMALL, Outcome,
                              decide)
 from ..training.build import planned_steps_per_epoch
 from ..training.power import design_floor
+from ..training.results import ResultsDir
+from .confound import confounding, host_sensitive
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .ledger import NOT_HERE, PARTLY, TESTED, coverage, ledger_section
 from .measures import ExperimentData, load_data
 from .prereg import looked_in_git, registration_note, registrations_in_git
 from .notes import not_pooled_note, provenance_note
-from .sections import (Study, harness_command, harness_only, harness_section, judge_study, measured_section,
+from .sections import (Study, effect_text, harness_command, harness_only, harness_section, judge_study, measured_section,
                        run_here)
 from .tables import ranges, table
 
@@ -127,9 +130,12 @@ def judged(study: Study, data: Path, experiments: Path) -> tuple[ExperimentData,
     registered = _registrations(study, data, experiments)
     looked = looked_in_git(registered)
     outcomes = judge_study(study, found, looked)
+    evidence = host_sensitive(ResultsDir(data, study.name).verifications()) if found.runs else None
     for o in outcomes:
         r = registered.get(o.claim.text)
         o.registration = registration_note(r) if r is not None else "not in git: unknown"
+        o.family_key = family_key(study, o.claim, r)
+        _mark_confounded(o, found, evidence)
         if o.claim.text in looked:
             noun = "rounds" if o.claim.harness else "seeds"
             o.registration += (f"; judged only on the runs after the last change (without {noun} "
@@ -137,15 +143,41 @@ def judged(study: Study, data: Path, experiments: Path) -> tuple[ExperimentData,
     return found, outcomes
 
 
+def family_key(study: Study, claim: Any, registration: Any) -> str:
+    """The Holm family of ``claim``, fixed when it was registered: the claims of its experiment file (paper and
+    added claims apart) whose tests were last fixed in the same commit. Adding or changing claims later, in this
+    file or another, makes a new family and leaves this one's verdicts alone."""
+    fixed = (registration.fixed_at or "").split(" ")[0] if registration is not None else ""
+    kind = "added" if claim.added else "paper"
+    return f"{study.name} / {kind} claims fixed at {fixed or 'uncommitted'}"
+
+
+def _mark_confounded(o: Outcome, found: ExperimentData, evidence: str | None) -> None:
+    """A claim whose compared rows ran with different numerics decides nothing (:mod:`.confound`)."""
+    if o.claim.harness or not found.runs or o.verdict in (PENDING, MISSING):
+        return
+    labels = {o.claim.a, o.claim.b_label} - {None}
+    rows = [{**r.row, "label": r.label, "seed": str(r.seed)} for r in found.runs
+            if r.label in labels and r.seed not in o.left_out]
+    why = confounding(rows, evidence)
+    if why is not None:
+        o.verdict = o.file_verdict = CONFOUNDED
+        o.reason = f"{why}; rerun them under pinned numerics (tokenmix compare pins them)"
+
+
 def _registrations(study: Study, data: Path, experiments: Path) -> dict:
     return registrations_in_git(Path(experiments) / Path(study.file).name, data / f"{study.name}.csv")
 
 
-def one_family(all_outcomes: list[Outcome]) -> None:
-    """Every paper claim of the report in one Holm family (the headline), the added claims in another; each
-    outcome keeps its per-file verdict in ``file_verdict``."""
-    for added in (False, True):
-        decide([o for o in all_outcomes if o.claim.added == added])
+def fixed_families(all_outcomes: list[Outcome]) -> None:
+    """Holm within each claim's family fixed at registration (:func:`family_key`): a verdict is a property of its
+    own data and of the claims registered with it, never of how many other claims the report holds. Each
+    outcome keeps its per-file verdict in ``file_verdict``; a confounded claim counts in its family with p = 1."""
+    families: dict[str, list[Outcome]] = {}
+    for o in all_outcomes:
+        families.setdefault(o.family_key or f"{o.claim.paper} / unregistered", []).append(o)
+    for members in families.values():
+        decide(members)
 
 
 def study_section(study: Study, data: Path, out: Path, plots: bool, level: str,
@@ -177,7 +209,7 @@ def study_section(study: Study, data: Path, out: Path, plots: bool, level: str,
     return lines + (extra + [""] if extra else []), outcomes
 
 
-COUNTED = (HOLDS, SMALL, OPPOSITE, NO_DIFFERENCE, OPEN, PENDING, MISSING)
+COUNTED = (HOLDS, SMALL, OPPOSITE, NO_DIFFERENCE, OPEN, PENDING, CONFOUNDED, MISSING)
 
 
 def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> list[str]:
@@ -188,18 +220,20 @@ def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> lis
     for paper, study, outcomes in results:
         tally = counts.setdefault(paper.heading, dict.fromkeys(COUNTED, 0))
         if outcomes is None:
-            rows.append([f"`{study.name}`", "all", "not run yet", "—", "—"])
+            rows.append([f"`{study.name}`", "all", "not run yet", "—", "—", "—", "—"])
             tally[MISSING] += len([c for c in study.claims if not c.added])
             continue
         for o in outcomes:
-            before = o.legacy_text if o.legacy and o.legacy != o.verdict else "unchanged"
             rows.append([f"`{study.name}`", o.claim.text + (" *(added)*" if o.claim.added else ""),
-                         f"**{o.verdict_text}**", o.file_verdict if o.file_verdict != o.verdict else "same",
-                         before])
+                         f"**{o.verdict_text}**", effect_text(o), room_text(o), str(o.family),
+                         o.file_verdict if o.file_verdict != o.verdict else "same"])
             if not o.claim.added:
                 tally[o.verdict] += 1
-    lines = table(["experiment", "claim", "verdict (Holm over every paper claim)", "Holm over its file only",
-                   "before → now"], rows)
+    lines = table(["experiment", "claim", "verdict (Holm over its registered family)", "effect [95 % CI]",
+                   "room to flip", "family", "Holm over its file only"], rows)
+    lines += ["", "Room to flip: the threshold over the Holm-adjusted p that decided the verdict (×10 means its p "
+              "could grow tenfold before the verdict changes); family: the claims registered together with it "
+              "(one file, one commit), the only claims its Holm correction counts."]
     lines += ["", "*(added)*: a claim added here (the time-scaling consequences of the papers' complexities), "
               "not one the paper states in these words; the added claims are their own Holm family and are not "
               "counted below.", "", "Paper claims per paper (an experiment not run yet counts as not measured):",
@@ -208,6 +242,14 @@ def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> lis
     lines += table(head, [[heading, str(sum(t.values())), *(str(t[v]) for v in COUNTED)]
                           for heading, t in counts.items() if sum(t.values())])  # beyond the seeds: none
     return lines
+
+
+def room_text(o: Outcome) -> str:
+    """:func:`~tokenmix.study.verdict.room` as "×12" ("—" for an undecided claim)."""
+    r = room(o)
+    if r is None:
+        return "—"
+    return "×∞" if r == float("inf") else f"×{r:.3g}"
 
 
 def coverage_row(paper: PaperText, outcomes: dict[str, Outcome], beyond: bool = False) -> list[str]:
@@ -241,7 +283,11 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
     not_run = [Outcome(claim, None, None, reason="not run yet", planned=design_floor(study.experiment, claim))
                for _, studies in papers_of(found) for study in studies if done[study.name][1] is None
                for claim in study.claims]
-    one_family([o for _, outcomes in done.values() for o in outcomes or []] + not_run)
+    for study in (study for _, studies in papers_of(found) for study in studies if done[study.name][1] is None):
+        for o in not_run:
+            if o.claim in study.claims:
+                o.family_key = f"{study.name} / {'added' if o.claim.added else 'paper'} claims (not run yet)"
+    fixed_families([o for _, outcomes in done.values() for o in outcomes or []] + not_run)
     coverage_rows = []
     for paper, studies in papers_of(found):
         body += [f"## {paper.heading}", "", "### The paper's claim", "", paper.claim, ""]

@@ -90,7 +90,7 @@ def speed_table(data: Path, name: str, heading: str, command: str, intro: str) -
     lines += [f"{intro} `{command}`. One median per case (`tokenmix speed`'s `speed.csv`): time of the pass and "
               "its peak memory. These are single measurements, not seeds, so they are reported, not tested.", ""]
     groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
-    for row in read_csv(path):
+    for row in read_csv(path, ({"length": int}, {"time_ms": float, "peak_mem_mb": float})):
         groups.setdefault((row["pass"], row["causal"], row["value_range"]), []).append(row)
     for (pass_name, causal, value_range), group in groups.items():
         lengths = sorted({int(r["length"]) for r in group})

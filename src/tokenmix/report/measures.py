@@ -26,7 +26,6 @@ no test may read it as many.
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -36,17 +35,48 @@ import numpy as np
 
 from ..study.claims import MEMORY_MEASURES, SLOPES, Claim
 from ..study.values import Values
+from ..training.csvrecords import ResultsError, checked_table
+from ..training.results import COLUMNS, HISTORY_COLUMNS
 
-__all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "training_cost", "last_window_loss",
-           "cost_source", "steps_to_target", "steps_per_epoch", "COST_WINDOWS", "STEPTIME_COMMAND"]
+__all__ = ["Run", "Values", "ExperimentData", "load_data", "read_csv", "ResultsError", "training_cost",
+           "last_window_loss", "cost_source", "steps_to_target", "steps_per_epoch", "COST_WINDOWS", "STEPTIME_COMMAND"]
 
 COST_WINDOWS = 3  # the fallback training cost: median of the mean training loss of the last 3 evaluation windows
 STEPTIME_COMMAND = "tokenmix steptime --config experiments/{name}.toml"
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+# What the report reads of each file, checked (training.csvrecords.checked_table): a damaged line, a cell that is
+# not a number, a conflicting repeat stops the report with a ResultsError naming the file and the line, rather than a
+# traceback or, worse, a verdict on garbage. Numbers in the first dict must be there, in the second where not empty.
+_TEXT = {"experiment", "task", "label", "mixer", "metric"}
+_RUNS = ({"seed": int}, {c: float for c in [*COLUMNS, "steps_per_epoch", "cost_window"] if c not in _TEXT})
+_HISTORY = ({"seed": int, "step": int}, {c: float for c in HISTORY_COLUMNS[3:]})
+_CHANCE = ({"test_rate": float}, {"train_rate": float})
+_HARNESS = ({"length": int, "round": int}, {"step_s": float, "peak_mb": float, "batch": int, "threads": int})
+
+
+def read_csv(path: Path, numbers: tuple[dict[str, type], dict[str, type]] = ({}, {}),
+             key: tuple[str, ...] | None = None, duplicates: str = "refuse") -> list[dict[str, str]]:
+    """The rows of ``path``, checked (:func:`~tokenmix.training.csvrecords.checked_table`): every line against
+    the header; ``numbers``: the columns that must hold a number, and those that must where not empty; ``key``:
+    what no two rows may share (None: rows may repeat, as harness rows of one round do). A failure raises
+    :class:`ResultsError` naming the file and the line."""
+    return [row for _, row in checked_table(path, key, None, numbers[0], optional=numbers[1],
+                                            duplicates=duplicates)[1]]
+
+
+def _chance(path: Path) -> float | None:
+    """The test split's rate of the train split's majority class: the file's one row (repeated identically at
+    most)."""
+    if not path.exists():
+        return None
+    header, rows = checked_table(path, (), None, _CHANCE[0], optional=_CHANCE[1], duplicates="drop")
+    if not rows:
+        raise ResultsError(f"{path}, line {2 if header else 1}: no row (the file holds "
+                           f"{'only its header' if header else 'nothing'}; it must hold one): the file is damaged; "
+                           f"restore it (git checkout -- {path}) or delete it, and rerun a run of the experiment with "
+                           f"--results to write it again")
+    return float(rows[0][1]["test_rate"])
 
 
 @dataclass
@@ -295,23 +325,23 @@ def load_data(data: Path, name: str, *, target: float | None = None, target_k: i
     if (data / f"{name}.csv").exists():
         histories: dict[tuple[str, int], list[dict[str, str]]] = {}
         if (data / f"{name}-history.csv").exists():
-            for row in read_csv(data / f"{name}-history.csv"):
+            for row in read_csv(data / f"{name}-history.csv", _HISTORY, ("label", "seed", "step"), "drop"):
                 histories.setdefault((row["label"], int(row["seed"])), []).append(row)
         runs, excluded = [], []
-        for row in read_csv(data / f"{name}.csv"):
+        for row in read_csv(data / f"{name}.csv", _RUNS, ("label", "seed")):
             key = (row["label"], int(row["seed"]))
             run = Run(key[0], key[1], row, sorted(histories.get(key, []), key=lambda h: int(h["step"])))
             if exclude and key in exclude:
                 excluded.append((run, exclude[key]))
             else:
                 runs.append(run)
-    chance_path = data / f"{name}-chance.csv"
-    chance = float(read_csv(chance_path)[0]["test_rate"]) if chance_path.exists() else None
+    chance = _chance(data / f"{name}-chance.csv")
     harness = None
     for suffix in ("steptime", "scaling", "inference"):
         path = data / f"{name}-{suffix}.csv"
         if path.exists():
-            harness = (harness or []) + [r for r in read_csv(path) if r.get("experiment", name) in (name, "")]
+            harness = (harness or []) + [r for r in read_csv(path, _HARNESS)
+                                          if r.get("experiment", name) in (name, "")]
     found = ExperimentData(name, runs, chance, harness, target, target_k, higher_is_better, planned_steps)
     if runs is not None:
         found.excluded = excluded

@@ -36,6 +36,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -230,11 +231,16 @@ def parse_claims(items: Any) -> list[Claim]:
 
 
 def check_labels(claims: list[Claim], labels: list[str]) -> None:
-    """Every label a claim names is one of ``labels`` (the experiment's, with its baseline)."""
+    """Every label a claim names is one of ``labels``: the runs of the claim's own experiment file, its
+    baseline included (a claim's ``a`` and ``b`` are read from that file's results only; ``b`` may also be
+    "chance" or a number, which name no label). Else ``ValueError`` naming the claim and the label, with the
+    closest label where one is close (a typo would otherwise be judged "no data" only once the sweep is over)."""
     for claim in claims:
         for label in (claim.a, claim.b_label):
             if label is not None and label not in labels:
-                raise ValueError(f"claim {claim.text!r}: no label {label!r} in the experiment; labels: "
+                close = difflib.get_close_matches(label, labels, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"claim {claim.text!r}: no label {label!r} in the experiment{hint}; labels: "
                                  f"{', '.join(labels)}")
 
 

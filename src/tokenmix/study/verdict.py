@@ -14,14 +14,18 @@ from .numbers import percent, pvalue
 from .power import ALPHA, holm, smallest_p_independent, smallest_p_sign, smallest_p_wilcoxon
 from .values import Values
 
-__all__ = ["HOLDS", "SMALL", "OPPOSITE", "NO_DIFFERENCE", "OPEN", "PENDING", "MISSING", "VERDICTS", "FAILS",
+__all__ = ["HOLDS", "SMALL", "OPPOSITE", "NO_DIFFERENCE", "OPEN", "PENDING", "CONFOUNDED", "MISSING", "VERDICTS",
+           "FAILS", "room",
            "EQUIVALENT", "LEGACY_OPEN", "Outcome", "judge", "measure", "decide", "claim_pvalues", "p_greater",
            "design", "smallest_p", "effect", "RULES"]
 
 HOLDS, SMALL, OPPOSITE = "holds", "holds, below the margin", "does not hold: the opposite"
 NO_DIFFERENCE, OPEN, MISSING = "no difference at this scale", "inconclusive", "not measured"
 PENDING = "pending (sweep not finished)"  # measured, but fewer seeds than the design fixed before the runs
-VERDICTS = (HOLDS, SMALL, OPPOSITE, NO_DIFFERENCE, OPEN, PENDING, MISSING)
+# the compared rows were computed with different numerics (kernel levels, hosts): their difference may be the
+# arithmetic's, so the claim decides nothing until they are rerun under one (tokenmix.training.numerics)
+CONFOUNDED = "confounded (rows of different numerics)"
+VERDICTS = (HOLDS, SMALL, OPPOSITE, NO_DIFFERENCE, OPEN, PENDING, CONFOUNDED, MISSING)
 # the rule before issue 32 (kept to show each claim's "before -> now"): per-file Holm on the smallest p
 FAILS = "does not hold"
 EQUIVALENT = "does not hold (equivalent)"  # shown with its margin: "does not hold (equivalent within ±2 %)"
@@ -106,6 +110,7 @@ class Outcome:
     reason: str = ""
     effect: Effect | None = None  # the shift of a against f·b relative to f·b's mean (a fraction)
     family: int = 0  # the number of claims Holm adjusted over
+    family_key: str = ""  # the claims registered together (fixed in one commit of one file): Holm's family
     planned: float = 1.0  # the smallest p the planned design could give (for a claim not measured yet)
     file_verdict: str = ""  # the verdict with Holm over the claim's experiment file alone
     legacy: str = ""  # the verdict by the rule before issue 32 (per-file Holm on the smallest p)
@@ -185,7 +190,20 @@ def measure(claims: list[Claim], samples: Samples, unfinished: Callable[[Claim],
 
 
 def _counts(o: Outcome) -> bool:
-    return o.p_for is not None and o.verdict != PENDING
+    return o.p_for is not None and o.verdict not in (PENDING, CONFOUNDED)
+
+
+def room(o: Outcome) -> float | None:
+    """How far a decided verdict is from flipping: the threshold over the Holm-adjusted p of the test that
+    decided it (10 means the p could grow tenfold, e.g. by a family ten times larger, before the verdict
+    changes); None for an undecided claim."""
+    approx = o.claim.kind == "approx"
+    deciding = {HOLDS: [o.adjusted_equiv] if approx else [o.adjusted], OPPOSITE: [o.adjusted],
+                SMALL: [o.adjusted, o.adjusted_equiv], NO_DIFFERENCE: [o.adjusted_equiv]}.get(o.verdict)
+    if deciding and all(p is not None for p in deciding):
+        worst = max(deciding)
+        return ALPHA / worst if worst > 0 else math.inf
+    return None
 
 
 def decide(outcomes: list[Outcome], planned_floor: Callable[[Claim], float] | None = None) -> list[Outcome]:
@@ -379,13 +397,17 @@ process every round, never one measurement copied into every round). The tests a
   interval that inverts the claim's own exact test (independent seeds: the Mann-Whitney interval over the
   n·m differences; paired rounds: the signed-rank interval over the Walsh averages; against a constant: the
   sign test's order statistics), beside the margin it was judged against.
-* **One family.** Holm's step-down correction over **every paper claim of the report at once** (the headline
-  count), separately for the difference tests and for the equivalence tests; the claims *(added)* here form a
-  second family. A claim not measured or pending, and every claim of an experiment not run yet, counts with p = 1,
-  so each family holds every claim of its kind in the experiment files and no verdict changes because another
-  claim's data are missing or its experiment has not started (until 2026-11-28 an experiment not run yet was left
-  out of the family; counting it changed no verdict). The verdict with Holm over the claim's experiment file
-  alone is shown beside it.
+* **Families fixed when registered.** Holm's step-down correction, separately for the difference tests and for
+  the equivalence tests, runs within each claim's **family**: the claims of its experiment file (paper claims and
+  *(added)* claims apart) whose tests were last fixed in the same commit, i.e. registered together before their
+  rows. A claim not measured, pending or confounded counts in its family with p = 1. Adding or changing claims
+  later, in this file or in another, forms a new family and changes no earlier verdict (until 2026-12-05 one
+  family held every paper claim of the report, so two claims added anywhere could flip verdicts everywhere). The
+  verdict with Holm over the claim's experiment file alone is shown beside it, and every decided verdict says
+  its room to flip: the threshold over the adjusted p that decided it.
+* **Numerics.** A claim whose compared rows ran with different numerics (another kernel level or another host's,
+  unpinned; or unpinned rows of unrecorded hosts in an experiment whose reruns show the host moves its rows) is
+  **{CONFOUNDED}** and decides nothing until its rows are rerun under pinned numerics.
 * **Verdict**, by a rule fixed here (never by which p is smaller). With D = the difference test significant
   after Holm (≤ {ALPHA}) and E = the equivalence test significant after Holm: **{HOLDS}**: D, on the claimed
   side, not E. **{SMALL}**: D on the claimed side and E: real but negligible by the claim's own margin.

@@ -1,6 +1,7 @@
 """The CSV files of a results folder (:mod:`tokenmix.training.results`): read with every damaged line named
-(:class:`ResultsError`), checked for duplicated or conflicting keys, written whole or not at all, and upserted
-by key."""
+(:class:`ResultsError`), checked for cells that are not numbers and for duplicated or conflicting keys
+(:func:`checked_table`, through which ``tokenmix report`` reads every CSV too), written whole or not at all, and
+upserted by key."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 
 from .files import atomic_write_text
 
-__all__ = ["ResultsError", "read_csv", "checked_rows", "write_csv", "upsert_rows"]
+__all__ = ["ResultsError", "read_csv", "checked_table", "checked_rows", "write_csv", "upsert_rows"]
+
+_RESTORE = "restore the file (git checkout -- {path}) or delete the line, and rerun the run it held"
 
 
 class ResultsError(ValueError):
@@ -19,22 +22,29 @@ class ResultsError(ValueError):
 
 
 def _read_lines(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    """The header and (line number, row) of every non-blank line; a line whose cells do not match the header
-    raises :class:`ResultsError` naming the file and the line."""
+    """The header and (line number, row) of every non-blank line; a line whose cells do not match the header, or
+    that the csv module cannot read at all, raises :class:`ResultsError` naming the file and the line."""
     with open(path, newline="") as f:
         reader = csv.reader(f)
-        header = next(reader, None) or []
-        rows = []
-        for cells in reader:
-            if not cells or cells == [""]:
-                continue
-            if len(cells) != len(header):
-                shown = ",".join(cells)
-                raise ResultsError(
-                    f"{path}, line {reader.line_num}: {len(cells)} cells where the header has {len(header)} "
-                    f"({shown[:60]!r}{'...' if len(shown) > 60 else ''}): the line is damaged; restore the file "
-                    f"(git checkout -- {path}) or delete the line, and rerun the run it held")
-            rows.append((reader.line_num, dict(zip(header, cells))))
+        try:
+            header = next(reader, None) or []
+            rows = []
+            for cells in reader:
+                if not cells or cells == [""]:
+                    continue
+                if len(cells) != len(header):
+                    shown = ",".join(cells)
+                    raise ResultsError(
+                        f"{path}, line {reader.line_num}: {len(cells)} cells where the header has {len(header)} "
+                        f"({shown[:60]!r}{'...' if len(shown) > 60 else ''}): the line is damaged; "
+                        + _RESTORE.format(path=path))
+                rows.append((reader.line_num, dict(zip(header, cells))))
+        except csv.Error as error:
+            raise ResultsError(f"{path}, line {reader.line_num}: not CSV ({error}): the line is damaged; "
+                               f"{_RESTORE.format(path=path)}") from None
+        except UnicodeDecodeError as error:
+            raise ResultsError(f"{path}: not text ({error}): the file is damaged; restore it (git checkout -- "
+                               f"{path})") from None
     return header, rows
 
 
@@ -48,36 +58,76 @@ def read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     return header, [row for _, row in rows]
 
 
-def checked_rows(path: Path, key: tuple[str, ...], same: list[str],
-                  numeric: dict[str, type]) -> list[tuple[int, dict[str, str]]]:
-    """The rows of ``path`` with their line numbers, checked: each cell of ``numeric`` parses as its type, and no
-    ``key`` appears twice (identical on ``same``: a duplicated row; otherwise conflicting rows): either raises
-    :class:`ResultsError` naming the file and both lines."""
+def checked_table(path: Path, key: tuple[str, ...] | None = None, same: list[str] | None = None,
+                  numeric: dict[str, type] | None = None, *, optional: dict[str, type] | None = None,
+                  duplicates: str = "refuse") -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header of ``path`` and its rows with their line numbers (nothing when it does not exist), checked:
+    each cell of ``numeric`` parses as its type, each non-empty cell of ``optional`` too (a column the header
+    lacks is not checked), and no ``key`` appears twice (None: rows are not keyed and may repeat; ``()``: the
+    whole file is one key, a file of one row). Two rows of one key that differ on ``same`` (default: every
+    column) conflict; identical ones are a duplicate, refused too unless ``duplicates="drop"`` (the first kept):
+    a repeated evaluation says nothing new, while a repeated result row would count one run twice. Every
+    failure raises :class:`ResultsError` naming the file, the line(s) and what is wrong."""
+    if duplicates not in ("refuse", "drop"):
+        raise ValueError(f"duplicates must be 'refuse' or 'drop', got {duplicates!r}")
     if not path.exists():
-        return []
-    _, rows = _read_lines(path)
+        return [], []
+    header, rows = _read_lines(path)
+    same = header if same is None else same
     seen: dict[tuple[str, ...], tuple[int, dict[str, str]]] = {}
+    kept = []
     for line, row in rows:
-        for column, kind in numeric.items():
-            try:
-                kind(row.get(column, ""))
-            except ValueError:
-                raise ResultsError(f"{path}, line {line}: {column} is {row.get(column)!r}, not a number: the line is "
-                                   f"damaged; restore the file (git checkout -- {path}) or delete the line") from None
+        _check_numbers(path, line, row, numeric or {}, required=True)
+        _check_numbers(path, line, row, optional or {}, required=False)
+        if key is None:
+            kept.append((line, row))
+            continue
         k = tuple(row.get(c, "") for c in key)
         if k in seen:
-            first, other = seen[k]
-            what = ", ".join(f"{c} {v}" for c, v in zip(key, k))
-            differs = [c for c in same if other.get(c, "") != row.get(c, "")]
-            if not differs:
-                raise ResultsError(f"{path}, lines {first} and {line}: the same row twice ({what}): a duplicate, "
-                                   f"which would count one run twice; delete one of the two lines")
-            detail = "; ".join(f"{c} {other.get(c)!r} vs {row.get(c)!r}" for c in differs[:3])
-            raise ResultsError(f"{path}, lines {first} and {line}: two different rows for {what} ({detail}): "
-                               f"conflicting results for one run; keep the one its run produced (rerun it to know) "
-                               f"and delete the other")
+            _check_repeat(path, key, k, seen[k], (line, row), same, duplicates)
+            continue
         seen[k] = (line, row)
-    return rows
+        kept.append((line, row))
+    return header, kept
+
+
+def _check_repeat(path: Path, key: tuple[str, ...], values: tuple[str, ...], first: tuple[int, dict[str, str]],
+                  again: tuple[int, dict[str, str]], same: list[str], duplicates: str) -> None:
+    """A second row of one key: an exact repeat passes with ``duplicates="drop"``; otherwise
+    :class:`ResultsError` naming both lines."""
+    (first_line, old), (line, row) = first, again
+    where, what = f"{path}, lines {first_line} and {line}", ", ".join(f"{c} {v}" for c, v in zip(key, values))
+    differs = [c for c in same if old.get(c, "") != row.get(c, "")]
+    if not differs:
+        if duplicates == "drop":
+            return
+        raise ResultsError(f"{where}: the same row twice ({what}): a duplicate, which would count one run twice; "
+                           f"delete one of the two lines")
+    detail = "; ".join(f"{c} {old.get(c)!r} vs {row.get(c)!r}" for c in differs[:3])
+    rows = f"two different rows for {what}" if key else "two different rows where the file holds one"
+    raise ResultsError(f"{where}: {rows} ({detail}): conflicting results for one run; keep the one its run produced "
+                       f"(rerun it to know) and delete the other")
+
+
+def checked_rows(path: Path, key: tuple[str, ...], same: list[str],
+                 numeric: dict[str, type]) -> list[tuple[int, dict[str, str]]]:
+    """The rows of ``path`` with their line numbers, checked by :func:`checked_table` (a duplicated row refused)."""
+    return checked_table(path, key, same, numeric)[1]
+
+
+def _check_numbers(path: Path, line: int, row: dict[str, str], columns: dict[str, type], required: bool) -> None:
+    """Each of ``columns`` in ``row`` parses as its type (``required=False``: where the cell is there and not
+    empty); else :class:`ResultsError` naming the file, the line and the cell."""
+    for column, kind in columns.items():
+        value = row.get(column)
+        if not required and not value:
+            continue
+        try:
+            kind(value if value is not None else "")
+        except ValueError:
+            shown = "missing" if value is None else repr(value)
+            raise ResultsError(f"{path}, line {line}: {column} is {shown}, not a number: the line is damaged; "
+                               f"{_RESTORE.format(path=path)}") from None
 
 
 def write_csv(path: str | Path, columns: list[str], rows: list[dict[str, Any]]) -> None:

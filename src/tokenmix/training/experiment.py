@@ -64,7 +64,7 @@ from typing import Any
 
 from ..protocols import MODEL_PROTOCOLS
 from ..registry import mixer_info
-from ..study.claims import parse_claims, parse_paper
+from ..study.claims import check_labels, parse_claims, parse_paper
 from .config import TrainConfig
 from .entries import MixerEntry, is_label, parse_entry
 from .overrides import apply_budget, apply_override, parse_overrides
@@ -242,7 +242,26 @@ def load_experiment(path: str | Path | None = None, overrides: list[str] | None 
             fail(f"no experiment file {str(path)!r}")
         except tomllib.TOMLDecodeError as error:
             fail(f"{path} is not valid TOML: {error}")
+    written = data
     data = apply_budget(data, budget)
     for key, value in parse_overrides(overrides or []):
         apply_override(data, key, value)
-    return Experiment.from_dict(data)
+    experiment = Experiment.from_dict(data)
+    if written.get("claims"):
+        # the claims name the labels of the file as written: a budget or --set may leave some runs out
+        _check_claim_labels(Experiment.from_dict(written) if budget or overrides else experiment,
+                            "the embedded default" if path is None else str(path))
+    return experiment
+
+
+def _check_claim_labels(experiment: Experiment, where: str) -> None:
+    """Every label the claims of ``experiment`` name is one of its runs' (:func:`~tokenmix.study.claims.check_labels`),
+    so that a mistyped label is refused when the file is loaded (``compare``, its ``--dry-run`` and ``--status``,
+    ``report``), not found only by the report after the sweep."""
+    from ..tasks import task_info
+
+    labels = [e.label for e in experiment.entries_with_baseline(task_info(experiment.task["name"]).kind)]
+    try:
+        check_labels(parse_claims(experiment.claims), labels)
+    except ValueError as error:
+        fail(f"{where}: {error}")

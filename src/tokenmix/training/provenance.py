@@ -13,7 +13,11 @@ Every recorded row carries :data:`PROVENANCE_COLUMNS` (:func:`provenance`):
 * ``torch``: ``torch.__version__``; ``threads``: the torch intra-op threads the run used (also part of the
   run's ``config_hash``: a run's floating-point reductions, hence its result, depend on it);
 * ``cpu``: the processor's model name (``/proc/cpuinfo``, else :func:`platform.processor`), with CUDA's device
-  name appended when the run used a GPU.
+  name appended when the run used a GPU;
+* ``numerics``: the floating-point kernels the run used, :data:`~tokenmix.training.numerics.PINNED` where they
+  were pinned (every run ``tokenmix compare`` trains) or what they were (:func:`~tokenmix.training.numerics.numerics`);
+* ``host``: the host's fingerprint (:func:`~tokenmix.training.numerics.host_fingerprint`): vendor, family/model,
+  ISA extensions, oneMKL and oneDNN versions and a digest; two hosts of one model name differ here.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 
 __all__ = ["PROVENANCE_COLUMNS", "provenance", "code_version", "code_version_at", "cpu_model", "git_state"]
 
-PROVENANCE_COLUMNS = ["code", "commit", "clean", "torch", "threads", "cpu"]
+PROVENANCE_COLUMNS = ["code", "commit", "clean", "torch", "threads", "cpu", "numerics", "host"]
 _PACKAGE = Path(__file__).resolve().parents[1]  # src/tokenmix
 
 
@@ -98,9 +102,11 @@ def provenance(threads: int, device: str = "cpu") -> dict[str, str | int]:
     ``device``."""
     import torch
 
+    from .numerics import host_fingerprint, numerics
+
     commit, clean = git_state()
     cpu = cpu_model()
     if str(device).startswith("cuda") and torch.cuda.is_available():
         cpu += " + " + torch.cuda.get_device_name(torch.device(device))
     return {"code": code_version(), "commit": commit, "clean": clean, "torch": torch.__version__,
-            "threads": int(threads), "cpu": cpu}
+            "threads": int(threads), "cpu": cpu, "numerics": numerics(), "host": host_fingerprint()}

@@ -29,7 +29,10 @@ row (``--verify``). :meth:`ResultsDir.twins` finds such rows (not those of code 
 that ``tokenmix compare`` records them under the new experiment and label instead of training them again.
 
 Rows are replaced per (label, seed); every write goes to a temporary file renamed over the old one
-(:func:`write_csv`), so an interrupted write leaves the previous file whole and other rows are kept.
+(:func:`write_csv`), so an interrupted write leaves the previous file whole and other rows are kept. A run's row
+is written after its evaluations and config (:meth:`ResultsDir._save`): a full disk between two writes leaves the
+run unrecorded, never recorded in part; a record torn by an older version (:meth:`ResultsDir.torn`) is repaired
+by the next ``tokenmix compare --results`` (:mod:`tokenmix.training.sweep`).
 """
 
 from __future__ import annotations
@@ -68,12 +71,13 @@ REPRODUCED_COLUMNS = ["params", "metric", "value", "best_val", "best_epoch", "st
 REPRODUCED_HISTORY = ["step", "epoch", "train_loss", "val_loss", "val_metric"]
 # the ledger of `tokenmix compare --verify`: one row per rerun of a recorded row
 VERIFY_COLUMNS = ["label", "seed", "config_hash", "row_code", "rerun_code", "rerun_commit", "rerun_clean", "torch",
-                  "threads", "cpu", "reproduced", "difference", "date"]
+                  "threads", "cpu", "reproduced", "difference", "date", "cause", "row_numerics", "row_host",
+                  "numerics", "host"]
 # TrainConfig fields that do not change what a run learns (where it writes, how it shows progress, how often
 # it checkpoints: a resumed run is bitwise the uninterrupted one), or that are report settings.
 _NOT_HASHED = {"seed", "out_dir", "resume", "progress", "tensorboard", "checkpoint_every", "target", "target_k"}
 _TEXT_COLUMNS = {"experiment", "task", "label", "mixer", "metric", HASH_COLUMN, "code", "commit", "clean", "torch",
-                 "cpu"}
+                 "cpu", "numerics", "host"}
 
 
 # -- the config hash ---------------------------------------------------------------------------------------
@@ -301,7 +305,18 @@ class ResultsDir:
         return out
 
     def known_configs(self) -> dict[str, Any]:
-        return json.loads(self.configs.read_text()) if self.configs.exists() else {}
+        """config_hash -> the resolved config it was computed from (``-configs.json``; empty when it is not
+        there); a file that is not a JSON object raises :class:`ResultsError` naming it."""
+        if not self.configs.exists():
+            return {}
+        try:
+            configs = json.loads(self.configs.read_text())
+        except ValueError as error:
+            configs = error
+        if not isinstance(configs, dict):
+            raise ResultsError(f"{self.configs}: not a JSON object of configs ({configs}): the file is damaged; "
+                               f"restore it (git checkout -- {self.configs})")
+        return configs
 
     def stale_reason(self, row: dict[str, str], config: dict[str, Any]) -> str | None:
         """None when ``row`` was made with ``config``; else why not (its first differing field when the
@@ -324,7 +339,8 @@ class ResultsDir:
     def twins(self, digests: Iterable[str]) -> dict[str, Twin]:
         """Per config_hash of ``digests``: a recorded run with that hash in any experiment's record in this
         folder (the first by file name; this experiment's own rows included), unless --verify found its code
-        stale there or here. A record that cannot be read is named and skipped."""
+        stale there or here, or its evaluations are missing (:meth:`torn`). A record that cannot be read is named
+        and skipped."""
         wanted, found, stale_here = set(digests), {}, self.stale_codes()
         for other in self.records():
             if not wanted - found.keys():
@@ -335,6 +351,7 @@ class ResultsDir:
                 matches = [(key, row) for key, row in rows.items()
                            if row.get(HASH_COLUMN) in left and row.get("code", "") not in stale]
                 histories = other.histories() if matches else {}
+                matches = [(key, row) for key, row in matches if key in histories]  # a torn row stands for no run
             except ResultsError as error:
                 print(f"warning: {error}; its runs are not reused", file=sys.stderr, flush=True)
                 continue
@@ -373,22 +390,80 @@ class ResultsDir:
 
     def _save(self, row: dict[str, Any], columns: list[str], history: list[dict[str, Any]],
               config: dict[str, Any], task: Any) -> list[Path]:
+        """:meth:`save_run` under the lock. The row is the commit point, written last: a row it replaces is
+        taken out first, then the evaluations, the config and the chance file are written, each whole
+        (:func:`write_csv`), then the row goes in where the old one was. A full disk or a kill part-way thus
+        leaves the run unrecorded (it trains again, or is recorded from its ``result.json``), with at most
+        evaluations and a config that no row reads and its next save replaces; never a row without its
+        evaluations or config (:meth:`torn`), which every later sweep would take as recorded, nor an old row
+        beside a new run's evaluations. A config no row uses any more is pruned after the row is in."""
         digest = config_hash(config)
-        self.rows()  # refuses to add to a damaged file
-        columns = list(columns) + [HASH_COLUMN] + [c for c in PROVENANCE_COLUMNS if c not in columns]
-        upsert_rows(self.csv, columns, [{**row, HASH_COLUMN: digest}])
+        rows = self.rows()  # refuses to add to a damaged file
+        key = (str(row["label"]), int(row["seed"]))
+        place = self._remove([key]).get(key) if key in rows else None
         upsert_rows(self.history, HISTORY_COLUMNS, history_records(row["label"], row["seed"], history))
-        used = {r.get(HASH_COLUMN) for r in read_csv(self.csv)[1]}
-        configs = {h: c for h, c in self.known_configs().items() if h in used}
-        configs[digest] = config
-        atomic_write_text(self.configs, json.dumps(configs, indent=1, sort_keys=True) + "\n")
+        before = {r.get(HASH_COLUMN) for r in rows.values()} | {digest}
+        self._write_configs(before, {digest: config})
         written = [self.csv, self.history, self.configs]
         if task is not None and not self.chance.exists():
             chance = chance_row(task)
             if chance is not None:
                 write_csv(self.chance, CHANCE_COLUMNS, [chance])
                 written.append(self.chance)
+        columns = list(columns) + [HASH_COLUMN] + [c for c in PROVENANCE_COLUMNS if c not in columns]
+        self._insert(columns, {**row, HASH_COLUMN: digest}, place)  # the commit point
+        after = {r.get(HASH_COLUMN) for k, r in rows.items() if k != key} | {digest}
+        if after != before:  # the replaced row's config, which no other row uses
+            self._write_configs(after)
         return written
+
+    def _remove(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Take the rows of ``keys`` (label, seed) out of ``<name>.csv``; returns where each was (its index)."""
+        wanted = {(str(label), str(seed)): (str(label), int(seed)) for label, seed in keys}
+        header, rows = read_csv(self.csv)
+        places = {wanted[k]: i for i, r in enumerate(rows) if (k := (r.get("label"), r.get("seed"))) in wanted}
+        if places:
+            write_csv(self.csv, header, [r for i, r in enumerate(rows) if i not in places.values()])
+        return places
+
+    def _insert(self, columns: list[str], row: dict[str, Any], place: int | None) -> None:
+        """Put ``row`` into ``<name>.csv`` at index ``place`` (None: at the end). The header is ``columns``
+        followed by any other column the file had."""
+        header, rows = read_csv(self.csv)
+        rows.insert(len(rows) if place is None else place, row)
+        write_csv(self.csv, list(columns) + [c for c in header if c not in columns], rows)
+
+    def _write_configs(self, used: set[Any], new: dict[str, Any] | None = None) -> None:
+        """The known configs of the hashes in ``used``, with ``new`` added."""
+        configs = {h: c for h, c in self.known_configs().items() if h in used}
+        configs.update(new or {})
+        atomic_write_text(self.configs, json.dumps(configs, indent=1, sort_keys=True) + "\n")
+
+    def torn(self) -> dict[tuple[str, int], str]:
+        """The rows recorded without the rest of their record, (label, seed) -> what is missing: their
+        evaluations in ``-history.csv`` (every run has at least one, at its last step) or the config of their
+        config_hash in ``-configs.json``. :meth:`_save` writes the row last, so only an older tokenmix stopped
+        by a full disk part-way, or files restored or edited apart, leave one; ``tokenmix compare`` repairs
+        them before it reads the record."""
+        rows = self.rows()
+        if not rows:
+            return {}
+        histories, known = self.histories(), self.known_configs()
+        out = {}
+        for key, row in rows.items():
+            missing = [] if key in histories else [f"its evaluations in {self.history.name}"]
+            digest = row.get(HASH_COLUMN)
+            if digest and digest not in known:
+                missing.append(f"its config {digest} in {self.configs.name}")
+            if missing:
+                out[key] = " and ".join(missing)
+        return out
+
+    def drop_rows(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Delete the rows of ``keys`` (label, seed) from ``<name>.csv``, under the lock; the other rows are kept
+        as they are."""
+        with self.lock():
+            self._remove(keys)
 
     def add_verifications(self, records: list[dict[str, Any]]) -> Path:
         """Append ``records`` (:data:`VERIFY_COLUMNS`) to the ledger, under the lock, and commit it when asked;

@@ -26,7 +26,10 @@ recorded under this experiment and label instead of being trained again, where t
 without training) is :mod:`tokenmix.training.status`.
 
 One sweep at a time per out folder: a sweep holds the folder's lock (``.tokenmix.lock``,
-:mod:`tokenmix.training.locks`) while it trains, and its worker processes die with it, even by ``kill -9``. A
+:mod:`tokenmix.training.locks`) while it trains, and its worker processes die with it, even by ``kill -9``. One
+sweep at a time per experiment and results folder, whatever their out folders: with ``results_dir`` it also
+holds ``DIR/.tokenmix-sweep-<name>.lock`` (:func:`record_lock`). A row recorded without its evaluations or config
+by an older version is repaired first (:func:`_repair`). A
 damaged ``result.json`` or checkpoint is moved aside and its run trained again; the out and results folders are
 checked writable before anything trains; a full disk is named (:mod:`tokenmix.training.files`). With
 ``executor="submitit"`` the runs train as cluster jobs instead (:mod:`tokenmix.training.executor`).
@@ -34,6 +37,7 @@ checked writable before anything trains; a full disk is named (:mod:`tokenmix.tr
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -42,7 +46,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from multiprocessing.managers import SyncManager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..tabulate import text_table
 from ..tasks import Task
@@ -54,12 +58,13 @@ from .tomlfile import to_toml
 from .warmstart import split_warm_start, teacher_file
 from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
+from .numerics import PINNED_ENV
 from .locks import FolderLock
 from .power import attainable_lines
 from .results import COLUMNS, ResultsDir, Twin, config_hash, recorded_row, result_row, run_config
 
-__all__ = ["compare", "plan", "recorded_twins", "PlannedRun", "run_one", "run_dir", "check_out_dir", "dry_run_table", "RESULT_FILE",
-           "CONFIG_FILE"]
+__all__ = ["compare", "plan", "recorded_twins", "record_lock", "PlannedRun", "run_one", "run_dir", "check_out_dir",
+           "dry_run_table", "RESULT_FILE", "CONFIG_FILE"]
 
 CONFIG_FILE = "config.toml"
 
@@ -181,12 +186,15 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
             commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None,
             family: list[Experiment] | None = None,
-            left_out: dict[str, frozenset] | None = None, reuse: bool = True) -> list[dict[str, Any]]:
+            left_out: dict[str, frozenset] | None = None, reuse: bool = True, pin: bool = True
+            ) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
     the cores shared out between the jobs). ``isolate=False`` trains one run after the other in this process
-    (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator).
+    (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator, and the
+    runs compute with this process's numerics). ``pin``: the spawned runs' numerics are pinned
+    (:mod:`~tokenmix.training.numerics`; ``False``: the host's own, as ``--verify`` reruns an unpinned row).
     ``dry_run`` plans (builds every model, prints the runs) and trains nothing; it loads no data where the task
     can state its shape without (:func:`~tokenmix.training.build.plan_task`). ``results_dir``/``commit``/``reuse``:
     see the module docstring. ``executor="submitit"`` trains the runs as cluster jobs with the submitit
@@ -195,10 +203,12 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     this one's (the dry run prints each claim's smallest p over that family as well); ``left_out``: per claim,
     the seeds (rounds) it is not judged on (:func:`~.power.judged_on`), which the dry run's p counts without.
 
-    While it trains, the sweep holds the lock of ``out_dir`` (:class:`~tokenmix.training.locks.FolderLock`): a
-    second sweep into the same folder is refused with :class:`~tokenmix.training.locks.LockHeld` naming this one,
-    and takes the lock over once this one is dead. ``out_dir`` and ``results_dir`` are checked writable before
-    anything trains (:class:`~tokenmix.training.files.FolderNotWritable`); a full disk stops the sweep with
+    While it trains, the sweep holds the lock of ``out_dir`` (:class:`~tokenmix.training.locks.FolderLock`), and
+    with ``results_dir`` that of this experiment's record there (:func:`record_lock`): a second sweep into the
+    same out folder, or of the same experiment into the same results folder, is refused with
+    :class:`~tokenmix.training.locks.LockHeld` naming this one, and takes the lock over once this one is dead.
+    ``out_dir`` and ``results_dir`` are checked writable before anything trains
+    (:class:`~tokenmix.training.files.FolderNotWritable`); a full disk stops the sweep with
     :class:`~tokenmix.training.files.DiskFull` naming the file (finished runs are kept)."""
     if not is_positive_int(jobs):
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
@@ -218,16 +228,31 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     for folder in (out, results_dir):
         if folder is not None:
             check_writable(folder)
-    with FolderLock(out, f"tokenmix compare {experiment.name}", timeout=0), disk_full_guard(out):
+    with FolderLock(out, f"tokenmix compare {experiment.name}", timeout=0), \
+            _record_lock(results_dir, experiment.name, out), disk_full_guard(out):
         return _compare_locked(experiment, out, task, planned, jobs=jobs, isolate=isolate, progress=progress,
                                results_dir=results_dir, commit=commit, executor=executor,
-                               cluster_options=cluster_options, reuse=reuse)
+                               cluster_options=cluster_options, reuse=reuse, pin=pin)
+
+
+def record_lock(results_dir: str | Path, name: str, out: str | Path) -> FolderLock:
+    """The lock a sweep of experiment ``name`` into ``out`` holds on its record in ``results_dir`` while it runs
+    (``.tokenmix-sweep-<name>.lock`` there), whatever its out folder: two sweeps of one experiment into one
+    results folder would train the same runs twice and race to record them. Its holder names the out folder, so
+    that a second sweep, refused at once, says which sweep has it. Not the results folder's own lock
+    (:meth:`~.results.ResultsDir.lock`), which every single write takes for a moment."""
+    return FolderLock(results_dir, f"tokenmix compare {name} into {Path(out).resolve()}",
+                      name=f".tokenmix-sweep-{name}.lock", timeout=0)
+
+
+def _record_lock(results_dir: str | Path | None, name: str, out: Path) -> Any:
+    return contextlib.nullcontext() if results_dir is None else record_lock(results_dir, name, out)
 
 
 def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list[PlannedRun], *, jobs: int,
                     isolate: bool, progress: bool | None, results_dir: str | Path | None, commit: bool,
-                    executor: str, cluster_options: dict[str, Any] | None, reuse: bool = True
-                    ) -> list[dict[str, Any]]:
+                    executor: str, cluster_options: dict[str, Any] | None, reuse: bool = True,
+                    pin: bool = True) -> list[dict[str, Any]]:
     """:func:`compare` once the out folder is locked."""
     check_out_dir(out, experiment)
     atomic_write_text(out / CONFIG_FILE, to_toml(experiment.to_dict()))
@@ -241,6 +266,8 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
         if result is not None:
             results[p.spec.key] = result
     record = ResultsDir(results_dir, experiment.name, commit=commit) if results_dir is not None else None
+    if record is not None:
+        _repair(record, experiment, task, planned, results, threads, out)
     recorded = _recorded(record, experiment, task, planned, results, threads) if record is not None else {}
     if record is not None and reuse:
         recorded.update(_reused(record, experiment, task, [p for p in planned if p.spec.key not in results
@@ -264,13 +291,14 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
     data = experiment.to_dict()
     _interrupt_on_sigterm()
     if executor == "submitit":
-        results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
-                                   results_dir=results_dir, commit=commit, progress=progress))
+        with pinned_numerics() if pin else contextlib.nullcontext():  # the jobs' environment is the submitter's
+            results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
+                                       results_dir=results_dir, commit=commit, progress=progress))
         todo = []
     bar = _Progress(planned, set(results) | set(recorded), progress if todo else False)
     try:
         if isolate:
-            _run_pool(todo, data, str(out), threads, jobs, bar, results, finished)
+            _run_pool(todo, data, str(out), threads, jobs, bar, results, finished, pin)
         else:
             for p in todo:
                 bar.start(p.spec.key)
@@ -308,6 +336,36 @@ def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: l
             found[p.spec.key] = (recorded_row(row),
                                  histories.get((p.spec.label, p.spec.seed), []))
     return found
+
+
+def _repair(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun],
+            results: dict[str, dict[str, Any]], threads: int, out: Path) -> None:
+    """Repair the torn rows of ``record`` (:meth:`~.results.ResultsDir.torn`: a row without its evaluations or
+    its config, which an older tokenmix left when the disk filled between its writes) before they are read, each
+    said on stderr. A run finished in the out folder is recorded again, whole, from its ``result.json``. A
+    planned run without one has its row dropped, so that it trains again and is recorded whole: keeping the row
+    would keep a run whose evaluations (what its time to target and plateau are read from) no command could
+    write any more, while the run is deterministic and gives the same row again. A row this sweep does not plan
+    (another label or seed) is kept and named: nothing here could record it again."""
+    torn = record.torn()
+    planned_by = {(p.spec.label, p.spec.seed): p for p in planned}
+    dropped = []
+    for (label, seed), missing in torn.items():
+        what = f"{record.csv}: {label} seed {seed} was recorded without {missing}"
+        p = planned_by.get((label, seed))
+        if p is None:
+            print(f"warning: {what}; it is not a run of this sweep, so it is left as it is", file=sys.stderr,
+                  flush=True)
+        elif p.spec.key in results:
+            print(f"{what}: recording it again from {run_dir(out, p.spec) / RESULT_FILE}", file=sys.stderr,
+                  flush=True)
+            record.save_run(result_row(experiment, p.spec, results[p.spec.key]), COLUMNS,
+                            results[p.spec.key]["history"], run_config(experiment, p.spec, threads), task)
+        else:
+            print(f"{what}: dropping the row; the run trains again", file=sys.stderr, flush=True)
+            dropped.append((label, seed))
+    if dropped:
+        record.drop_rows(dropped)
 
 
 def recorded_twins(record: ResultsDir, experiment: Experiment, planned: list[PlannedRun], threads: int
@@ -353,8 +411,34 @@ def _interrupt_on_sigterm() -> None:
 
 
 def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
-              results: dict[str, dict[str, Any]], finished: Callable[[PlannedRun, dict[str, Any]], None]) -> None:
-    """Train ``todo`` in fresh spawned processes, ``jobs`` at a time (one run per process)."""
+              results: dict[str, dict[str, Any]], finished: Callable[[PlannedRun, dict[str, Any]], None],
+              pin: bool = True) -> None:
+    """Train ``todo`` in fresh spawned processes, ``jobs`` at a time (one run per process), each with its
+    numerics pinned (:mod:`~tokenmix.training.numerics`: set in the environment before it imports torch)."""
+    with pinned_numerics() if pin else contextlib.nullcontext():
+        _run_pool_pinned(todo, data, out, threads, jobs, bar, results, finished)
+
+
+@contextlib.contextmanager
+def pinned_numerics() -> Iterator[None]:
+    """This process's environment with :data:`~tokenmix.training.numerics.PINNED_ENV` set while the block
+    runs, so that every process it starts (spawned runs, cluster jobs) inherits it; restored afterwards. This
+    process's own torch keeps what it started with."""
+    saved = {name: os.environ.get(name) for name in PINNED_ENV}
+    os.environ.update(PINNED_ENV)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run_pool_pinned(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int,
+                     bar: _Progress, results: dict[str, dict[str, Any]],
+                     finished: Callable[[PlannedRun, dict[str, Any]], None]) -> None:
     context = multiprocessing.get_context("spawn")
     manager = SyncManager(ctx=context)
     manager.start(die_with_parent, (os.getpid(),))  # workers and the manager die with this process, even by kill -9

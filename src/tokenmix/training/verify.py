@@ -15,11 +15,15 @@ the weights determine (:data:`~tokenmix.training.results.REPRODUCED_COLUMNS` and
 measurements, not results). Each rerun is appended to ``<name>-verify.csv`` as soon as it is compared (and
 committed with ``--commit``), so that a verify stopped part-way keeps what it found.
 
-A rerun that differs under other code shows that the row's code gives other results: every row of that code is
-then stale (:meth:`~tokenmix.training.results.ResultsDir.stale_codes`): ``tokenmix report`` lists them and leaves
-them out of every mean and test, and ``tokenmix compare --results`` trains them again. The differing rerun,
-a run of the current code with the same config, replaces its row at once. A rerun that differs under the same
-code is nondeterminism, said as such (the rows are kept).
+A rerun runs under the row's own numerics where it can (:mod:`~tokenmix.training.numerics`): pinned for a pinned
+row, the host's own kernels for an unpinned one. Each differing rerun names its cause (:func:`cause`), from what
+the row and the rerun record: **code** (other code, the same numerics: a pinned level, or unpinned on the same
+host), **host** (the same code, other numerics: another host's or another level's kernels), **code or host** (both
+changed: a rerun cannot tell them apart; an unpinned row recorded before hosts were is always of an unknown host),
+or **neither** (same code, same numerics: not deterministic). Only **code** makes every row of that code stale
+(:meth:`~tokenmix.training.results.ResultsDir.stale_codes`): ``tokenmix report`` lists them and leaves them out of
+every mean and test, ``tokenmix compare --results`` trains them again, and the differing rerun, a run of the
+current code with the same config and numerics, replaces its row at once. The other causes keep the rows.
 """
 
 from __future__ import annotations
@@ -31,12 +35,25 @@ from pathlib import Path
 from typing import Any
 
 from .experiment import Experiment
+from .numerics import PINNED, same_numerics_key
 from .provenance import code_version, git_state
 from .results import (COLUMNS, ResultsDir, config_hash, history_records, reproduction_difference, result_row,
                       run_config, typed)
 from .sweep import RESULT_FILE, compare, plan, run_dir
 
-__all__ = ["choose", "choose_per_code", "verify", "verify_plan"]
+__all__ = ["choose", "choose_per_code", "verify", "verify_plan", "cause"]
+
+CAUSES = ("code", "host", "code or host", "neither")
+
+
+def cause(row: dict[str, Any], rerun: dict[str, Any]) -> str:
+    """Why ``rerun`` (the provenance of a rerun) can differ from the recorded ``row``: "code", "host", "code or
+    host" or "neither" (see the module docstring); both carry ``code``, ``numerics``, ``host`` and ``cpu``."""
+    same_code = str(row.get("code", "")) == str(rerun.get("code", ""))
+    same_numerics = same_numerics_key(row) == same_numerics_key(rerun)
+    if same_code:
+        return "neither" if same_numerics else "host"
+    return "code" if same_numerics else "code or host"
 
 
 def _in_turn(rows: list[dict[str, str]], key: str, k: int) -> list[dict[str, str]]:
@@ -146,15 +163,15 @@ def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str
     histories = record.histories()
     code, (commit_id, clean) = code_version(), git_state()
     threads = experiment.threads(jobs)
-    by_seed: dict[int, list[str]] = {}
-    for row in chosen:
-        by_seed.setdefault(int(row["seed"]), []).append(row["label"])
+    by_seed: dict[tuple[int, bool], list[str]] = {}
+    for row in chosen:  # a pinned row is rerun pinned, an unpinned one with the host's own numerics
+        by_seed.setdefault((int(row["seed"]), row.get("numerics") == PINNED), []).append(row["label"])
     added: list[dict[str, Any]] = []
-    for seed, labels in by_seed.items():
+    for (seed, pinned), labels in by_seed.items():
         part = _only(experiment, labels, seed)
         tag = hashlib.sha256(json.dumps(sorted(labels)).encode()).hexdigest()[:6]
-        out = Path(out_dir) / code / f"seed{seed}-{tag}"
-        compare(part, out, jobs=jobs, progress=progress)
+        out = Path(out_dir) / code / f"seed{seed}-{tag}" / ("pinned" if pinned else "host")
+        compare(part, out, jobs=jobs, progress=progress, pin=pinned)
         task, planned = plan(part, _plan_task(part))
         for p in planned:
             result = json.loads((run_dir(out, p.spec) / RESULT_FILE).read_text())
@@ -163,14 +180,18 @@ def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str
             old = rows_of(record, p.spec.label, seed)
             difference = reproduction_difference(old, histories.get((p.spec.label, seed), []), rerun, rerun_history)
             prov = result.get("provenance", {})
+            why = "" if difference is None else cause({k: str(old.get(k, "")) for k in ("code", "numerics", "host", "cpu")},
+                                                      {"code": prov.get("code", code), **prov})
             added.append({"label": p.spec.label, "seed": seed, "config_hash": old.get("config_hash", ""),
                           "row_code": old.get("code", ""), "rerun_code": prov.get("code", code),
                           "rerun_commit": prov.get("commit", commit_id), "rerun_clean": prov.get("clean", clean),
                           "torch": prov.get("torch", ""), "threads": prov.get("threads", threads),
                           "cpu": prov.get("cpu", ""), "reproduced": "true" if difference is None else "false",
-                          "difference": difference or "",
+                          "difference": difference or "", "cause": why,
+                          "row_numerics": old.get("numerics", ""), "row_host": old.get("host", ""),
+                          "numerics": prov.get("numerics", ""), "host": prov.get("host", ""),
                           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")})
-            if difference is not None and old.get("code", "") != prov.get("code", code):
+            if why == "code":
                 # a run of the current code with the row's config: it replaces the stale row at once
                 record.save_run(rerun, COLUMNS, result["history"], run_config(experiment, p.spec, threads),
                                 task)
@@ -187,13 +208,21 @@ def verify_table(records: list[dict[str, Any]]) -> str:
     """One line per rerun: reproduced exactly, or the first difference and what it means."""
     lines = []
     for r in records:
+        why = r.get("cause") or ("neither" if r["row_code"] == r["rerun_code"] else "code")
         if r["reproduced"] == "true":
             what = "reproduced exactly"
-        elif r["row_code"] == r["rerun_code"]:
-            what = f"DIFFERS under the same code (nondeterminism): {r['difference']}"
+        elif why == "neither":
+            what = f"DIFFERS under the same code and numerics (not deterministic): {r['difference']}"
+        elif why == "host":
+            what = (f"DIFFERS under the same code on other numerics (the host: {r.get('row_numerics') or 'unpinned'} "
+                    f"-> {r.get('numerics') or '?'}): {r['difference']}; rows kept")
+        elif why == "code or host":
+            what = (f"DIFFERS under other code and other numerics or an unrecorded host (cannot tell which): "
+                    f"{r['difference']}; rows kept")
         else:
-            what = (f"DIFFERS: {r['difference']}; rows of code {r['row_code'] or '(unknown)'} are stale (this rerun "
-                    f"replaced its row; compare --results trains the others again)")
+            what = (f"DIFFERS under other code, same numerics: {r['difference']}; rows of code "
+                    f"{r['row_code'] or '(unknown)'} are stale (this rerun replaced its row; compare --results "
+                    f"trains the others again)")
         lines.append(f"  {r['label']} seed {r['seed']} (code {r['row_code'] or '?'} -> {r['rerun_code']}): {what}")
     same = sum(r["reproduced"] == "true" for r in records)
     return "\n".join([f"verified {len(records)} rows: {same} reproduced exactly, {len(records) - same} differ"]
