@@ -318,3 +318,28 @@ def test_a_sweep_pins_the_numerics_of_the_runs_it_spawns_and_records_the_host(tm
     assert row["numerics"] == PINNED and row["host"] == host_fingerprint()
     (again,) = verify(experiment, tmp_path / "docs", 1, tmp_path / "verify", progress=False)
     assert again["reproduced"] == "true" and again["numerics"] == PINNED and again["cause"] == ""
+
+
+def test_repin_trains_again_only_the_rows_not_computed_with_pinned_numerics(recorded, tmp_path):
+    """Rows trained in-process (unpinned) are kept by a plain `compare --results`, and trained again under pinned
+    numerics, replacing them, with `--repin`; a pinned row is not trained again."""
+    from tokenmix.training.numerics import PINNED
+
+    docs = copy_docs(recorded, tmp_path)
+    experiment = recorded[1]
+    record = ResultsDir(docs, experiment.name)
+    header, rows = read_csv(record.csv)
+    write_csv(record.csv, header, [{**r, "numerics": PINNED} if r["label"] == "mlp" else r for r in rows])
+    trained = []
+    real = sweep_module.run_one
+
+    def spy(*args, **kwargs):
+        trained.append(args[1:3])
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sweep_module, "run_one", spy)
+        compare(experiment, tmp_path / "plain", isolate=False, progress=False, results_dir=docs)
+        assert trained == []
+        compare(experiment, tmp_path / "repin", isolate=False, progress=False, results_dir=docs, repin=True)
+    assert sorted(trained) == [("relation", 0), ("relation", 1)]

@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cp.add_argument("--no-reuse", dest="reuse", action="store_false", help="with --results: train every run not "
                     "recorded for this experiment, even one that another experiment recorded in DIR with the same "
                     "config_hash (by default that run's row is recorded under this experiment's label instead)")
+    cp.add_argument("--repin", action="store_true", help="with --results: train again every recorded row not "
+                    "computed with pinned numerics (rows from before numerics were pinned, or trained in-process) "
+                    "and replace it")
     cp.add_argument("--commit", action="store_true", help="with --results: git commit those files (only them) "
                     "in DIR's repository after each run")
     cp.add_argument("--verify", type=int, metavar="K", help="with --results: rerun K recorded rows per label "
@@ -162,6 +165,8 @@ def run(args: argparse.Namespace) -> None:
         out = args.out or f"runs/{experiment.name}" + (f"-{args.budget}" if args.budget else "")
         if args.commit and not args.results:
             raise ValueError("--commit needs --results DIR")
+        if args.repin and not args.results:
+            raise ValueError("--repin needs --results DIR (the recorded rows it trains again)")
         if args.status:
             from ..training.status import sweep_status
 
@@ -180,7 +185,7 @@ def run(args: argparse.Namespace) -> None:
         left_out = judged_without(args.config, experiment.name, args.results) if family is not None else None
         rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run, results_dir=args.results,
                        commit=args.commit, executor=args.executor, cluster_options=options, family=family,
-                       left_out=left_out, reuse=args.reuse)
+                       left_out=left_out, reuse=args.reuse, repin=args.repin)
     except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
         raise SystemExit(f"tokenmix compare: {error}") from None
     except (LockHeld, DiskFull, FolderNotWritable, RunsFailed) as error:  # another sweep, the disk, the cluster

@@ -58,7 +58,7 @@ from .tomlfile import to_toml
 from .warmstart import split_warm_start, teacher_file
 from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
-from .numerics import PINNED_ENV
+from .numerics import PINNED, PINNED_ENV
 from .locks import FolderLock
 from .power import attainable_lines
 from .results import COLUMNS, ResultsDir, Twin, config_hash, recorded_row, result_row, run_config
@@ -186,8 +186,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
             commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None,
             family: list[Experiment] | None = None,
-            left_out: dict[str, frozenset] | None = None, reuse: bool = True, pin: bool = True
-            ) -> list[dict[str, Any]]:
+            left_out: dict[str, frozenset] | None = None, reuse: bool = True, pin: bool = True,
+            repin: bool = False) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
@@ -195,6 +195,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     (for tests and debugging; ``peak_mem_mb`` then includes memory earlier runs left to the allocator, and the
     runs compute with this process's numerics). ``pin``: the spawned runs' numerics are pinned
     (:mod:`~tokenmix.training.numerics`; ``False``: the host's own, as ``--verify`` reruns an unpinned row).
+    ``repin`` (with ``results_dir``): a recorded row not computed with pinned numerics trains again and is
+    replaced (rows of other experiments are not reused then).
     ``dry_run`` plans (builds every model, prints the runs) and trains nothing; it loads no data where the task
     can state its shape without (:func:`~tokenmix.training.build.plan_task`). ``results_dir``/``commit``/``reuse``:
     see the module docstring. ``executor="submitit"`` trains the runs as cluster jobs with the submitit
@@ -232,7 +234,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
             _record_lock(results_dir, experiment.name, out), disk_full_guard(out):
         return _compare_locked(experiment, out, task, planned, jobs=jobs, isolate=isolate, progress=progress,
                                results_dir=results_dir, commit=commit, executor=executor,
-                               cluster_options=cluster_options, reuse=reuse, pin=pin)
+                               cluster_options=cluster_options, reuse=reuse and not repin, pin=pin, repin=repin)
 
 
 def record_lock(results_dir: str | Path, name: str, out: str | Path) -> FolderLock:
@@ -252,7 +254,7 @@ def _record_lock(results_dir: str | Path | None, name: str, out: Path) -> Any:
 def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list[PlannedRun], *, jobs: int,
                     isolate: bool, progress: bool | None, results_dir: str | Path | None, commit: bool,
                     executor: str, cluster_options: dict[str, Any] | None, reuse: bool = True,
-                    pin: bool = True) -> list[dict[str, Any]]:
+                    pin: bool = True, repin: bool = False) -> list[dict[str, Any]]:
     """:func:`compare` once the out folder is locked."""
     check_out_dir(out, experiment)
     atomic_write_text(out / CONFIG_FILE, to_toml(experiment.to_dict()))
@@ -268,7 +270,7 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
     record = ResultsDir(results_dir, experiment.name, commit=commit) if results_dir is not None else None
     if record is not None:
         _repair(record, experiment, task, planned, results, threads, out)
-    recorded = _recorded(record, experiment, task, planned, results, threads) if record is not None else {}
+    recorded = _recorded(record, experiment, task, planned, results, threads, repin) if record is not None else {}
     if record is not None and reuse:
         recorded.update(_reused(record, experiment, task, [p for p in planned if p.spec.key not in results
                                                            and p.spec.key not in recorded], threads))
@@ -316,7 +318,7 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
 
 
 def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun],
-              results: dict[str, dict[str, Any]], threads: int
+              results: dict[str, dict[str, Any]], threads: int, repin: bool = False
               ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
     """The runs ``record`` holds with their current config_hash and ``results`` lacks: key -> (row, history).
     Names the stale ones (they train again); records the runs finished in the out folder that it lacks."""
@@ -324,6 +326,8 @@ def _recorded(record: ResultsDir, experiment: Experiment, task: Task, planned: l
     for p in planned:
         row, config = rows.get((p.spec.label, p.spec.seed)), run_config(experiment, p.spec, threads)
         reason = record.stale_reason(row, config) if row is not None else None
+        if row is not None and reason is None and repin and row.get("numerics") != PINNED:
+            reason = f"computed with {row.get('numerics') or 'unrecorded'} numerics, not {PINNED} (--repin)"
         if row is not None and reason is not None:
             print(f"stale: {p.spec.key} in {record.csv}: {reason}; "
                   + ("recording its finished run from the out folder" if p.spec.key in results
