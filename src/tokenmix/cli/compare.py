@@ -46,6 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cp.add_argument("--no-reuse", dest="reuse", action="store_false", help="with --results: train every run not "
                     "recorded for this experiment, even one that another experiment recorded in DIR with the same "
                     "config_hash (by default that run's row is recorded under this experiment's label instead)")
+    cp.add_argument("--no-pin", dest="pin", action="store_false", help="train with this host's own floating-point "
+                    "kernels (AVX-512 where it has them) instead of the pinned ones: faster on such hosts, but its "
+                    "rows are then comparable only with rows of this host (the report calls claims mixing them "
+                    "confounded)")
     cp.add_argument("--repin", action="store_true", help="with --results: train again every recorded row not "
                     "computed with pinned numerics (rows from before numerics were pinned, or trained in-process) "
                     "and replace it")
@@ -185,7 +189,7 @@ def run(args: argparse.Namespace) -> None:
         left_out = judged_without(args.config, experiment.name, args.results) if family is not None else None
         rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run, results_dir=args.results,
                        commit=args.commit, executor=args.executor, cluster_options=options, family=family,
-                       left_out=left_out, reuse=args.reuse, repin=args.repin)
+                       left_out=left_out, reuse=args.reuse, repin=args.repin, pin=args.pin)
     except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
         raise SystemExit(f"tokenmix compare: {error}") from None
     except (LockHeld, DiskFull, FolderNotWritable, RunsFailed) as error:  # another sweep, the disk, the cluster

@@ -20,6 +20,7 @@ from ..study.verdict import (CONFOUNDED, HOLDS, room, MISSING, NO_DIFFERENCE, OP
                              decide)
 from ..training.build import planned_steps_per_epoch
 from ..training.power import design_floor
+from ..training.numerics import PINNED
 from ..training.results import ResultsDir
 from .confound import confounding, host_sensitive
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
@@ -27,7 +28,7 @@ from .ledger import NOT_HERE, PARTLY, TESTED, coverage, ledger_section
 from .measures import ExperimentData, load_data
 from .prereg import looked_in_git, registration_note, registrations_in_git
 from .notes import not_pooled_note, provenance_note
-from .sections import (Study, effect_text, harness_command, harness_only, harness_section, judge_study, measured_section,
+from .sections import (Study, effect_text, harness_command, plateau_flag, harness_only, harness_section, judge_study, measured_section,
                        run_here)
 from .tables import ranges, table
 
@@ -136,6 +137,7 @@ def judged(study: Study, data: Path, experiments: Path) -> tuple[ExperimentData,
         o.registration = registration_note(r) if r is not None else "not in git: unknown"
         o.family_key = family_key(study, o.claim, r)
         _mark_confounded(o, found, evidence)
+        o.caveats = caveats(o, found)
         if o.claim.text in looked:
             noun = "rounds" if o.claim.harness else "seeds"
             o.registration += (f"; judged only on the runs after the last change (without {noun} "
@@ -163,6 +165,22 @@ def _mark_confounded(o: Outcome, found: ExperimentData, evidence: str | None) ->
     if why is not None:
         o.verdict = o.file_verdict = CONFOUNDED
         o.reason = f"{why}; rerun them under pinned numerics (tokenmix compare pins them)"
+
+
+def caveats(o: Outcome, found: ExperimentData) -> list[str]:
+    """What the summary must say beside a claim's verdict: runs still improving, the numerics of its rows, a
+    setting unlike the paper's."""
+    out = []
+    improving = plateau_flag(o, found).strip(" ⚠")
+    if improving:
+        out.append(improving)
+    if not o.claim.harness and found.runs:
+        labels = {o.claim.a, o.claim.b_label} - {None}
+        levels = {r.row.get("numerics") or "unpinned, host not recorded" for r in found.runs if r.label in labels}
+        out.append("rows " + " / ".join(sorted("pinned" if v == PINNED else v for v in levels)))
+    if o.claim.unlike:
+        out.append("not like for like: " + o.claim.unlike)
+    return out
 
 
 def _registrations(study: Study, data: Path, experiments: Path) -> dict:
@@ -213,34 +231,41 @@ COUNTED = (HOLDS, SMALL, OPPOSITE, NO_DIFFERENCE, OPEN, PENDING, CONFOUNDED, MIS
 
 
 def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> list[str]:
-    """One row per claim (an experiment not run yet: one row), then the verdicts counted per paper (Holm over
-    every paper claim at once)."""
-    rows = []
+    """One row per claim (an experiment not run yet: one row) with its effect, room to flip, family and caveats;
+    then the verdicts counted per paper, the like-for-like paper claims only, and the others listed apart."""
+    rows, unlike = [], []
     counts: dict[str, dict[str, int]] = {}
     for paper, study, outcomes in results:
         tally = counts.setdefault(paper.heading, dict.fromkeys(COUNTED, 0))
         if outcomes is None:
-            rows.append([f"`{study.name}`", "all", "not run yet", "—", "—", "—", "—"])
-            tally[MISSING] += len([c for c in study.claims if not c.added])
+            rows.append([f"`{study.name}`", "all", "not run yet", "—", "—", "—", "—", "—"])
+            tally[MISSING] += len([c for c in study.claims if not c.added and not c.unlike])
             continue
         for o in outcomes:
             rows.append([f"`{study.name}`", o.claim.text + (" *(added)*" if o.claim.added else ""),
                          f"**{o.verdict_text}**", effect_text(o), room_text(o), str(o.family),
-                         o.file_verdict if o.file_verdict != o.verdict else "same"])
-            if not o.claim.added:
+                         "; ".join(o.caveats) or "—", o.file_verdict if o.file_verdict != o.verdict else "same"])
+            if o.claim.unlike and not o.claim.added:
+                unlike.append(f"- {paper.heading}: “{o.claim.text}”: **{o.verdict_text}**, but {o.claim.unlike}.")
+            elif not o.claim.added:
                 tally[o.verdict] += 1
     lines = table(["experiment", "claim", "verdict (Holm over its registered family)", "effect [95 % CI]",
-                   "room to flip", "family", "Holm over its file only"], rows)
+                   "room to flip", "family", "caveats", "Holm over its file only"], rows)
     lines += ["", "Room to flip: the threshold over the Holm-adjusted p that decided the verdict (×10 means its p "
               "could grow tenfold before the verdict changes); family: the claims registered together with it "
-              "(one file, one commit), the only claims its Holm correction counts."]
+              "(one file, one commit), the only claims its Holm correction counts. Caveats: runs still improving "
+              "(plateaued / judged per label), the numerics of the compared rows, a setting that measures something "
+              "other than the paper did."]
     lines += ["", "*(added)*: a claim added here (the time-scaling consequences of the papers' complexities), "
-              "not one the paper states in these words; the added claims are their own Holm family and are not "
-              "counted below.", "", "Paper claims per paper (an experiment not run yet counts as not measured):",
-              ""]
+              "not one the paper states in these words; the added claims are their own Holm families and are not "
+              "counted below.", "", "Paper claims per paper, like for like only (an experiment not run yet counts "
+              "as not measured):", ""]
     head = ["paper", "claims", *COUNTED]
     lines += table(head, [[heading, str(sum(t.values())), *(str(t[v]) for v in COUNTED)]
                           for heading, t in counts.items() if sum(t.values())])  # beyond the seeds: none
+    if unlike:
+        lines += ["", "Paper claims not counted above: the setting here measures something other than the paper "
+                  "did, so their verdicts are not verdicts on the paper:", "", *unlike]
     return lines
 
 

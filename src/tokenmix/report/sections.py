@@ -294,7 +294,7 @@ def _here(o: Outcome) -> str:
     return text
 
 
-def _plateau_flag(o: Outcome, found: ExperimentData) -> str:
+def plateau_flag(o: Outcome, found: ExperimentData) -> str:
     if o.claim.harness or o.a is None:
         return ""
     counts = [(label, *_plateaus(found, label)) for label in (o.claim.a, o.claim.b_label) if label]
@@ -328,7 +328,7 @@ def claims_table(outcomes: list[Outcome], found: ExperimentData) -> list[str]:
                                                       else "")
         adjusted = "—" if o.adjusted is None else pvalue(o.adjusted) + (
             f" / {pvalue(o.adjusted_equiv)}" if o.adjusted_equiv is not None else "")
-        verdict = f"**{o.verdict_text}**" + (f": {o.reason}" if o.reason else "") + _plateau_flag(o, found)
+        verdict = f"**{o.verdict_text}**" + (f": {o.reason}" if o.reason else "") + plateau_flag(o, found)
         text = o.claim.text + (" *(added)*" if o.claim.added else "")
         file_only = o.file_verdict if o.file_verdict and o.file_verdict != o.verdict else "same"
         rows.append([text, o.claim.paper, _compared(o), _here(o), effect_text(o), pvalues,

@@ -64,7 +64,7 @@ def harness_kind(measure: str, has_length: bool) -> str:
 
 
 _CLAIM_KEYS = {"text", "paper", "a", "b", "measure", "kind", "factor", "margin", "equivalence",
-               "equivalence_reason", "length", "lengths", "added"}
+               "equivalence_reason", "length", "lengths", "added", "unlike"}
 _PAPER_KEYS = {"key", "heading", "claim", "title", "data", "scale", "ledger"}
 _LEDGER_KEYS = {"item", "shows", "claims", "not_here"}
 _LEDGER_ITEM = re.compile(r"(Table|Figure) [1-9][0-9]*|§[1-9][0-9]*(\.[1-9][0-9]*)*")
@@ -88,6 +88,7 @@ class Claim:
     length: int | str | None = None
     lengths: tuple[int, int] | None = None
     added: bool = False
+    unlike: str = ""  # how the setting here measures something other than the paper did ("" when like for like)
 
     @property
     def against_constant(self) -> bool:
@@ -210,10 +211,13 @@ def parse_claim(item: Any, where: str = "claims[0]") -> Claim:
     added = item.get("added", False)
     if not isinstance(added, bool):
         _fail(where, f"'added' must be true or false, got {added!r}")
+    unlike = item.get("unlike", "")
+    if not isinstance(unlike, str):
+        _fail(where, f"'unlike' must be a sentence (what here measures other than the paper did), got {unlike!r}")
     return Claim(text, paper, a, float(b) if _number(b) else b, measure, kind, float(factor),
                  float(margin or 0.0), None if equivalence is None else float(equivalence),
                  item.get("equivalence_reason", ""), length, None if lengths is None else (lengths[0], lengths[1]),
-                 added)
+                 added, unlike.strip())
 
 
 def parse_claims(items: Any) -> list[Claim]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from . import stats
@@ -111,6 +111,7 @@ class Outcome:
     effect: Effect | None = None  # the shift of a against f·b relative to f·b's mean (a fraction)
     family: int = 0  # the number of claims Holm adjusted over
     family_key: str = ""  # the claims registered together (fixed in one commit of one file): Holm's family
+    caveats: list[str] = field(default_factory=list)  # what the summary says beside the verdict
     planned: float = 1.0  # the smallest p the planned design could give (for a claim not measured yet)
     file_verdict: str = ""  # the verdict with Holm over the claim's experiment file alone
     legacy: str = ""  # the verdict by the rule before issue 32 (per-file Holm on the smallest p)
