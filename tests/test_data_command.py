@@ -119,11 +119,8 @@ def test_the_fashion_dry_run_prints_the_plan_of_the_data_without_any(tmp_path, c
     write_split(tmp_path / "fm", "train", n=40, gz=True)  # 36 training images: one batch of the preset
     write_split(tmp_path / "fm", "test", n=4, gz=True)
     # The plan with data (28 x 28 images; max_steps fixes the steps): parameters do not depend on the image count.
-    from tokenmix.cli import _sibling_experiments
-
     with_data = dry_run_table(experiment, *plan(experiment, create_task("fashion", root=tmp_path / "fm",
-                                                                        val_size=4, seed=0)),
-                              family=_sibling_experiments(str(path)))  # the CLI adjusts over the files beside it
+                                                                        val_size=4, seed=0)))
     monkeypatch.setattr(fm, "DEFAULT_ROOT", tmp_path / "no-system-data")
     monkeypatch.setenv("TOKENMIX_DATA", str(tmp_path / "empty"))
     for module, name in ((fashion_task, "load_fashion_mnist"), (fm, "fetch_fashion_mnist")):

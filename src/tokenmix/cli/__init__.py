@@ -12,7 +12,6 @@ import argparse
 import sys
 
 from . import compare, convert, count, data, demo, listing, report, speed, steptime, train
-from .compare import sibling_experiments as _sibling_experiments  # noqa: F401 (tests reach it here)
 from .listing import WIDTH
 
 __all__ = ["WIDTH", "build_parser", "main"]

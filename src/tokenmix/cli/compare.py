@@ -10,7 +10,7 @@ from pathlib import Path
 from ..registry import list_mixers
 from .common import HelpFormatter, add_experiment_arguments
 
-__all__ = ["add_parser", "run", "compare_overrides", "sibling_experiments", "judged_without"]
+__all__ = ["add_parser", "run", "compare_overrides", "judged_without"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -103,28 +103,6 @@ def compare_overrides(args: argparse.Namespace) -> list[str]:
     return sets + list(args.overrides)
 
 
-def sibling_experiments(config: str | None) -> list:
-    """The other experiment files beside ``config`` with a ``[paper]`` table and claims (those the report
-    adjusts together); none for the embedded default. A sibling that does not load is left out with a note."""
-    from ..training.experiment import load_experiment
-
-    if not config:
-        return []
-    here = Path(config).resolve()
-    siblings = []
-    for path in sorted(here.parent.glob("*.toml")):
-        if path.resolve() == here:
-            continue
-        try:
-            other = load_experiment(path)
-        except (ValueError, OSError) as error:
-            print(f"note: {path} left out of the claims' family: {error}", file=sys.stderr)
-            continue
-        if other.claims and other.paper:
-            siblings.append(other)
-    return siblings
-
-
 def judged_without(config: str | None, name: str, results: str | None) -> dict[str, frozenset]:
     """Per claim of the experiment file ``config``, the seeds (harness rounds) its verdict will leave out: those
     already recorded in ``results`` (default docs/reproduction) when its test or the seeds list last changed,
@@ -185,10 +163,10 @@ def run(args: argparse.Namespace) -> None:
                    jobs=args.jobs, commit=args.commit, dry_run=args.dry_run, per=args.verify_per)
             return
         options = parse_cluster_options(args.cluster_options) if args.cluster_options else None
-        family = sibling_experiments(args.config) if args.dry_run and experiment.claims else None
-        left_out = judged_without(args.config, experiment.name, args.results) if family is not None else None
+        judging = args.dry_run and experiment.claims
+        left_out = judged_without(args.config, experiment.name, args.results) if judging else None
         rows = compare(experiment, out, jobs=args.jobs, dry_run=args.dry_run, results_dir=args.results,
-                       commit=args.commit, executor=args.executor, cluster_options=options, family=family,
+                       commit=args.commit, executor=args.executor, cluster_options=options,
                        left_out=left_out, reuse=args.reuse, repin=args.repin, pin=args.pin)
     except (ValueError, FileNotFoundError) as error:  # bad settings, or a task's data not found
         raise SystemExit(f"tokenmix compare: {error}") from None

@@ -185,7 +185,6 @@ def check_out_dir(out: Path, experiment: Experiment) -> None:
 def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isolate: bool = True,
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
             commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None,
-            family: list[Experiment] | None = None,
             left_out: dict[str, frozenset] | None = None, reuse: bool = True, pin: bool = True,
             repin: bool = False) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
@@ -201,8 +200,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     can state its shape without (:func:`~tokenmix.training.build.plan_task`). ``results_dir``/``commit``/``reuse``:
     see the module docstring. ``executor="submitit"`` trains the runs as cluster jobs with the submitit
     parameters ``cluster_options`` (:func:`~tokenmix.training.executor.submit_runs`; ``jobs`` and ``isolate``
-    then do not apply). ``family``: the other experiment files whose claims the report adjusts together with
-    this one's (the dry run prints each claim's smallest p over that family as well); ``left_out``: per claim,
+    then do not apply). ``left_out``: per claim,
     the seeds (rounds) it is not judged on (:func:`~.power.judged_on`), which the dry run's p counts without.
 
     While it trains, the sweep holds the lock of ``out_dir`` (:class:`~tokenmix.training.locks.FolderLock`), and
@@ -224,7 +222,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     out = Path(out_dir)
     if dry_run:  # as the task states itself where it can: no data loaded (or fetched)
         print(dry_run_table(experiment, *plan(experiment, plan_task(experiment)), jobs=jobs, results_dir=results_dir,
-                            family=family, left_out=left_out))
+                            left_out=left_out))
         return []
     task, planned = plan(experiment)
     for folder in (out, results_dir):
@@ -493,11 +491,11 @@ def _drain(messages: Any, bar: _Progress) -> None:
 
 
 def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun], *, jobs: int = 1,
-                  results_dir: str | Path | None = None, family: list[Experiment] | None = None,
+                  results_dir: str | Path | None = None,
                   left_out: dict[str, frozenset] | None = None) -> str:
     """The resolved runs: label x seed, mixers, model settings, parameters, planned steps; then the expected
     training time at ``jobs`` from the runs recorded in ``results_dir`` or docs/reproduction, where there are;
-    then each claim's smallest attainable p (over ``family`` as well, without the seeds ``left_out`` of each:
+    then each claim's smallest attainable p (without the seeds ``left_out`` of each:
     :func:`~.power.attainable_lines`)."""
     from .estimate import RECORD_DIR, estimate_line, estimate_time
 
@@ -517,5 +515,5 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun],
                              params={p.spec.key: p.params for p in planned}, task=task.info.name,
                              threads=experiment.threads(jobs))
     lines += ["", estimate_line(estimate, jobs, experiment.name, folders)]
-    claims = attainable_lines(experiment, family=family, left_out=left_out)  # per claim: the smallest Holm-adjusted p it can reach
+    claims = attainable_lines(experiment, left_out=left_out)  # per claim: the smallest Holm-adjusted p it can reach
     return "\n".join(head + lines + ([""] + claims if claims else []))
