@@ -156,8 +156,8 @@ def family_key(study: Study, claim: Any, registration: Any) -> str:
 
 def _mark_confounded(o: Outcome, found: ExperimentData, evidence: str | None) -> None:
     """A claim whose compared rows ran with different numerics decides nothing (:mod:`.confound`)."""
-    if o.claim.harness or not found.runs or o.verdict in (PENDING, MISSING):
-        return
+    if o.claim.harness or o.claim.against_constant or not found.runs or o.verdict in (PENDING, MISSING):
+        return  # one label against a constant: hosts add spread to one sample but bias no comparison
     labels = {o.claim.a, o.claim.b_label} - {None}
     rows = [{**r.row, "label": r.label, "seed": str(r.seed)} for r in found.runs
             if r.label in labels and r.seed not in o.left_out]
