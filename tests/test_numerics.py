@@ -99,3 +99,19 @@ def test_host_sensitive_reads_the_verify_ledger():
     assert "neither" in host_sensitive([by_code, same_code])
     old = {"label": "x", "seed": "2", "reproduced": "false", "row_code": "c", "rerun_code": "d", "difference": "v"}
     assert "code or host" in host_sensitive([old])  # before causes were recorded: the host was never known
+
+
+def test_the_report_marks_a_comparison_confounded_but_not_one_label_against_a_constant():
+    from tokenmix.report.document import _mark_confounded
+    from tokenmix.report.measures import ExperimentData, Run
+    from tokenmix.study.claims import Claim
+    from tokenmix.study.verdict import CONFOUNDED, HOLDS, Outcome
+
+    runs = [Run("a", 0, {"numerics": PINNED, "host": "#x"}), Run("b", 0, {"numerics": "unpinned(q)", "host": "#y"})]
+    found = ExperimentData("e", runs, chance=0.1, harness=None)
+    between = Outcome(Claim("a beats b", "p", "a", "b", "value", "greater"), None, None, verdict=HOLDS)
+    _mark_confounded(between, found, None)
+    assert between.verdict == CONFOUNDED and "different numerics" in between.reason
+    against = Outcome(Claim("b beats chance", "p", "b", "chance", "value", "greater"), None, None, verdict=HOLDS)
+    _mark_confounded(against, found, "a rerun differed")
+    assert against.verdict == HOLDS
