@@ -8,7 +8,8 @@ and on an emulated AMD processor with AVX2 and no AVX-512 (scripts/emulated_host
 pinned numerics and with the host's own (`--no-pin`). It compares each pair's ``result.json`` bitwise: the test
 metric, the best validation metric and every evaluation's training and validation loss at full precision. It
 appends one ledger line per pair: which run against which, both hosts' fingerprints and numerics, and whether
-they are identical (else the first difference). ``--steps`` shortens the runs (emulation costs tens of times the
+they are identical (else the first difference). A run already in ``--out`` is compared, not trained again.
+``--steps`` shortens the runs (emulation costs tens of times the
 native time); without it they run the file's own budget.
 """
 
@@ -29,6 +30,9 @@ COLUMNS = ["experiment", "label", "seed", "steps", "first", "second", "first_num
 
 def _train(config: str, label: str, seed: int, steps: int | None, eval_every: int | None, out: Path,
            emulated: bool, pin: bool) -> dict:
+    result = out / "runs" / label / f"seed{seed}" / "result.json"
+    if result.exists():  # trained by an earlier call into the same --out: compared again, not retrained
+        return json.loads(result.read_text())
     command = ["compare", "--config", config, "--mixers", label, "--seeds", str(seed), "--jobs", "1",
                "--set", "report.baseline=false", "--out", str(out)]
     if steps:
@@ -42,11 +46,11 @@ def _train(config: str, label: str, seed: int, steps: int | None, eval_every: in
     else:
         argv = [sys.executable, "-m", "tokenmix.cli", *command]
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "runs" / label / f"seed{seed}" / "result.json").read_text())
+    return json.loads(result.read_text())
 
 
 def _fingerprint(result: dict) -> list[tuple[str, object]]:
-    values: list[tuple[str, object]] = [("test_metric", result["test_metric"]), ("best_val", result["best_val"])]
+    values: list[tuple[str, object]] = [("test_metric", result["test_metric"]), ("best_metric", result["best_metric"])]
     for h in result["history"]:
         values += [(f"step {h['step']} train_loss", h["train_loss"]), (f"step {h['step']} val_loss", h["val_loss"])]
     return values
