@@ -12,7 +12,10 @@ give rows that differ in the last bits, and over a thousand optimiser steps in t
 * ``MKL_CBWR=COMPATIBLE``: oneMKL's conditional numerical reproducibility mode on its SSE2 branch, the only
   branch Intel documents as reproducible on processors of other vendors (AMD's among them);
 * ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's ISA cap;
-* the torch threads of a run, part of its config (``[train] threads``).
+* the torch threads of a run, part of its config (``[train] threads``);
+* and, in the run layer, the fused Adam/AdamW kernel (:func:`~tokenmix.training.setup.fused_supported`): the
+  unfused step takes its square root from oneMKL's vector maths, which none of the above pins (on an emulated
+  AVX2-only AMD host it gave other last bits than on an AVX-512 one, with everything else bitwise equal).
 
 They are read once, when each library starts, so they must be in the environment before ``import torch``:
 the sweep's runs are fresh spawned processes, started with :func:`pinned_environment` (so ``tokenmix compare``
