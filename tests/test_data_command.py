@@ -190,7 +190,17 @@ def _available(name: str) -> bool:
     return source is None or (source.locate is not None and source.locate() is not None)
 
 
-@pytest.mark.parametrize(("file", "budget"), _task_tables(), ids=lambda v: str(v))
+def _shape_cases() -> list:
+    """:func:`_task_tables`, Pathfinder's marked slow: its dashed grey-level pictures take 14-49 ms each to
+    draw, minutes for a pilot's 12,000 (the generator's own tests check its shapes on a few)."""
+    cases = []
+    for file, budget in _task_tables():
+        slow = load_experiment(EXPERIMENTS / file, budget=budget).task["name"] == "pathfinder"
+        cases.append(pytest.param(file, budget, marks=[pytest.mark.slow] if slow else []))
+    return cases
+
+
+@pytest.mark.parametrize(("file", "budget"), _shape_cases(), ids=lambda v: str(v))
 def test_the_stated_shapes_are_those_of_the_data(file, budget, monkeypatch):
     """Where the data are installed: the shape each experiment's task states without them (and so its dry run's
     parameters and steps) is the shape of the task built from them; the tasks' facts about their data hold."""

@@ -1,5 +1,6 @@
-"""Pathfinder (Linsley et al., 2018; LRA): generated pictures whose label is the truth (flood fill), seeded,
-balanced, and with no shortcut through what a model could read without following a curve."""
+"""Pathfinder (Linsley et al., 2018; Tay et al., 2021, LRA): generated pictures whose label is the rule (the markers'
+connected component), seeded, balanced, and with no shortcut that the audit's cheap baselines find on held-out
+seeds at any difficulty — beside the one a short path cannot hide."""
 
 from __future__ import annotations
 
@@ -7,78 +8,102 @@ import numpy as np
 import pytest
 import torch
 
-from tokenmix.data.pathfinder import PathfinderConfig, connected, draw_pair, generate
+from tokenmix.data.pathfinder import INK, PathfinderConfig, connected, draw_pair, generate, generate_examples
 from tokenmix.tasks import create_task, planned_task
+from tokenmix.tasks.audit import AuditRow, audit_task, pathfinder_baselines
+
+LENGTHS = (6, 9, 14)
+AUDIT_EXAMPLES = 100  # per split and difficulty: ~25 s in all, mostly generating; intervals ±0.1 wide
+SHORTCUT_CEILING = 0.68  # a real shortcut (the old generator's: 0.77-1.00) passes it; chance stays below (3.6 sd)
+# At 6 dashes the whole path lies within a few pixels of the straight line between the markers, and the cut with
+# it: the pixels along that line (or in a 15 x 15 patch turned towards the other marker) show it. docs/audit-notes.md
+SHORT_PATH_LEAKS = {6: ("line between the markers", "patches at the markers, turned to the other (15 x 15)",
+                        "all of the above")}
 
 
-@pytest.mark.parametrize("length", [6, 9, 14])
+@pytest.mark.parametrize("length", LENGTHS)
 def test_the_label_is_whether_the_markers_are_joined(length):
     rng = np.random.default_rng(length)
     config = PathfinderConfig(length=length)
-    for _ in range(25):
+    for _ in range(6):
         (positive, p_markers), (negative, n_markers) = draw_pair(rng, config)
         assert connected(positive, *p_markers) and not connected(negative, *n_markers)
         for image, markers in ((positive, p_markers), (negative, n_markers)):
-            assert image.shape == (32, 32) and set(np.unique(image)) == {0, 255}
-            for r, c in markers:
-                assert (image[r - 1:r + 2, c - 1:c + 2] == 255).all()  # a 3 x 3 marker
-        distance = [float(np.hypot(*np.subtract(*m))) for m in (p_markers, n_markers)]
-        assert distance[0] >= config.min_distance and abs(distance[0] - distance[1]) <= 1.0
+            assert image.shape == (32, 32) and image.dtype == np.uint8
+            assert len(np.unique(image)) > 10  # anti-aliased grey levels, not black and white
+            cores = image > round(config.level * INK)  # only the markers' cores are brighter than the strokes
+            assert all(cores[r, c] for r, c in markers) and cores.sum() <= 2 * 5
+            assert np.hypot(*np.subtract(*markers)) >= config.min_distance - 1
 
 
 def test_generation_is_seeded_and_balanced():
-    images, labels = generate(40, seed=3, progress=False)
-    again, labels_again = generate(40, seed=3, progress=False)
+    config = PathfinderConfig(length=6)
+    images, labels = generate(40, seed=3, config=config, progress=False)
+    again, labels_again = generate(40, seed=3, config=config, progress=False)
     assert np.array_equal(images, again) and np.array_equal(labels, labels_again)
     assert labels.sum() == 20 and images.shape == (40, 32, 32)
-    other, _ = generate(40, seed=4, progress=False)
+    other, _ = generate(40, seed=4, config=config, progress=False)
     assert not np.array_equal(images, other)
+    _, _, markers = generate_examples(40, seed=3, config=config, progress=False)
+    assert markers.shape == (40, 2, 2)
     with pytest.raises(ValueError, match="count must be an even int"):
         generate(3, seed=0)
     with pytest.raises(ValueError, match="pathfinder: length must be a positive int"):
         PathfinderConfig(length=0)
+    with pytest.raises(ValueError, match="length must be >= 2 min_piece"):
+        PathfinderConfig(length=4)
+    with pytest.raises(ValueError, match="gap >= width"):
+        PathfinderConfig(gap=3.0)
 
 
-def _best_stump(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray) -> float:
-    """Held-out accuracy of the best threshold (either direction) on one feature, chosen on the train half."""
-    best, rule = 0.0, (0.0, 1)
-    for threshold in np.unique(train_x):
-        for sign in (1, -1):
-            accuracy = float(((sign * (train_x - threshold) > 0) == train_y).mean())
-            if accuracy > best:
-                best, rule = accuracy, (threshold, sign)
-    threshold, sign = rule
-    return float(((sign * (test_x - threshold) > 0) == test_y).mean())
+@pytest.fixture(scope="module")
+def audits() -> dict[int, list[AuditRow]]:
+    """The audit at every difficulty: fitted on seed 0, scored on held-out seed 1."""
+    torch.set_num_threads(1)
+    return {length: audit_task("pathfinder", {"length": length}, AUDIT_EXAMPLES) for length in LENGTHS}
 
 
-def test_no_shortcut_through_ink_or_marker_distance():
-    """What a model could read without following a curve — how much ink there is, how far apart the markers are,
-    where they sit — tells the class no better than chance (the best threshold on each, held out)."""
-    rng = np.random.default_rng(0)
-    features, labels = [], []
-    for _ in range(300):
-        for (image, markers), label in zip(draw_pair(rng, PathfinderConfig(length=9)), (1, 0)):
-            (r0, c0), (r1, c1) = markers
-            features.append([(image > 0).sum(), np.hypot(r0 - r1, c0 - c1), (r0 + r1) / 2, (c0 + c1) / 2])
-            labels.append(label)
-    x, y = np.array(features, dtype=float), np.array(labels)
-    half = len(y) // 2
-    for column in range(x.shape[1]):
-        assert _best_stump(x[:half, column], y[:half], x[half:, column], y[half:]) < 0.6, column
+@pytest.mark.parametrize("length", LENGTHS)
+def test_no_cheap_baseline_tells_the_class_on_held_out_seeds(audits, length):
+    """Raw pixels, ink, marker positions and distance, patches at the markers (as drawn and turned to the other
+    marker), the line between the markers, component statistics at several thresholds and dilations, all of them
+    together: none beats chance by what a shortcut would (the old generator's best were 0.87 / 0.77 / 0.60 from
+    curve geometry at the markers and 1.00 / 0.99 / 0.97 from component statistics)."""
+    rows = {row.baseline: row for row in audits[length]}
+    assert {b.name for b in pathfinder_baselines()} <= set(rows)
+    shortcuts = [row for row in rows.values() if row.kind == "shortcut"]
+    assert len(shortcuts) >= 10 and all(row.n == AUDIT_EXAMPLES for row in shortcuts)
+    known = SHORT_PATH_LEAKS.get(length, ())
+    for row in shortcuts:
+        if row.baseline.startswith(known):
+            assert row.accuracy < 0.97, row  # the short path's leak, recorded in docs/audit-notes.md
+        else:
+            assert row.accuracy < SHORTCUT_CEILING, row
+    assert abs(rows["majority class"].accuracy - 0.5) < 0.1
 
 
-def test_the_task_feeds_pixels_as_tokens(tmp_path, monkeypatch):
+@pytest.mark.parametrize("length", LENGTHS)
+def test_the_rule_solves_the_task(audits, length):
+    """Both markers in one connected component (any ink, the 8-neighbourhood) is the label: the task is solvable,
+    and only by following the curves."""
+    rows = {row.baseline: row for row in audits[length]}
+    rule = rows["the rule: both markers in one component"]
+    assert rule.kind == "rule" and rule.accuracy == 1.0 and rule.low > 0.95
+
+
+def test_the_task_feeds_grey_levels_as_tokens(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENMIX_DATA", str(tmp_path))
     task = create_task("pathfinder", train_size=20, val_size=10, test_size=10, progress=False)
     train = task.splits["train"]
-    assert train.ids.shape == (20, 1024) and set(train.ids.unique().tolist()) == {1, 2}
+    assert train.ids.shape == (20, 1024) and int(train.ids.min()) == 1 and int(train.ids.max()) == 256
+    assert len(train.ids.unique()) > 20 and task.vocab_size == 257
     assert int(train.labels.sum()) == 10 and bool((train.lengths == 1024).all())
     assert not torch.equal(task.splits["val"].ids[:10], train.ids[:10])  # each split its own draw
     assert list((tmp_path / "pathfinder").glob("*.npz"))  # cached
     again = create_task("pathfinder", train_size=20, val_size=10, test_size=10, progress=False)
     assert torch.equal(again.splits["train"].ids, train.ids)
     shape = planned_task("pathfinder", train_size=20, val_size=10, test_size=10)
-    assert shape.split_sizes() == task.split_sizes() and shape.max_len == 1024 and shape.vocab_size == 3
+    assert shape.split_sizes() == task.split_sizes() and shape.max_len == 1024 and shape.vocab_size == 257
     with pytest.raises(ValueError, match="train_size must be an even int"):
         create_task("pathfinder", train_size=21)
 
@@ -92,3 +117,21 @@ def test_tokenmix_data_pathfinder_show_draws_examples(tmp_path, capsys):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {out}" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--show draws the pictures of the task pathfinder only"):
         main(["data", "listops", "--show", str(out)])
+
+
+def test_tokenmix_data_audit_prints_and_writes_the_table(tmp_path, capsys):
+    from tokenmix.cli import main
+
+    out = tmp_path / "audit.csv"
+    main(["data", "audit", "recall", "--examples", "200", "--option", "preset=quick", "--csv", str(out)])
+    text = capsys.readouterr().out
+    assert "recall (preset=quick): held-out accuracy, 95 % Wilson interval" in text and "majority class" in text
+    lines = out.read_text().splitlines()
+    assert lines[0] == "task,options,baseline,kind,accuracy,low,high,n" and len(lines) == 5
+    assert all(line.startswith("recall,preset=quick,") and line.endswith(",200") for line in lines[1:])
+    with pytest.raises(SystemExit, match="no audit for task"):
+        main(["data", "audit", "glue"])
+    with pytest.raises(SystemExit, match="belong to `tokenmix data audit TASK`"):
+        main(["data", "listops", "--examples", "10"])
+    with pytest.raises(SystemExit, match="held-out seed must differ"):
+        main(["data", "audit", "recall", "--seeds", "3", "3"])

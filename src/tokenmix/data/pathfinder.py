@@ -4,39 +4,44 @@ An image is a ``size x size`` grey canvas of dashed curves and two round markers
 markers sit on the two ends of one curve, **negative** when they sit on the ends of two different curves.
 Written from the published descriptions (no code copied):
 
-* a curve is a chain of ``dashes`` straight dashes ("paddles") of ``dash`` pixels, ``space`` pixels apart;
-  each dash turns from the previous one by an angle drawn uniformly within ``±max_turn`` degrees (the
-  contour's continuity), the first direction uniform. Strokes are drawn anti-aliased, ``width`` pixels wide,
-  as 8-bit grey levels (a pixel's level is how much of it the nearest stroke covers), as Linsley et al.'s
-  pictures and LRA's 256-level tokens are;
+* a curve is a chain of straight dashes ("paddles") of ``dash`` pixels, ``space`` pixels apart; each dash turns
+  from the one before by an angle drawn uniformly within ``±max_turn`` degrees (the contour's continuity), the
+  first direction uniform. Strokes are anti-aliased, ``width`` pixels wide, as 8-bit grey levels (a pixel's
+  level is how much of it the nearest stroke covers, times ``level``), as Linsley et al.'s pictures and LRA's
+  256-level tokens are. The spaces are narrower than the strokes' faint fringe, so a curve's inked pixels
+  (any level above 0) are connected, while its dashes stand apart at mid grey;
 * every image holds two long curves of ``length`` dashes (the difficulty: LRA's 6, 9 and 14) — the *path*,
   whose two ends carry the markers, and its *twin*, drawn by the same law — and ``distractors`` short curves of
   ``distractor_length`` dashes (the same dashes and turns). Curves keep ``gap`` pixels between their centre
-  lines (and ``gap + marker`` from the long curves' ends), and a curve keeps that distance from itself, so the
-  only way from one marker to the other is along one curve;
-* a marker is a disc of radius ``marker`` centred on a path end: both markers alike and round, so they do
-  not tell which way the curve leaves them.
+  lines (more from the long curves' capped ends), and a curve keeps that distance from itself, so no inked
+  pixel of one curve touches another's; the only way from one marker to the other is along one curve;
+* both ends of both long curves carry a *cap*, a grey disc of radius ``marker``; the two *markers* are the path's
+  caps, each with a bright core (a disc of radius ``core``, up to 255). A marker is round, so it does not tell
+  which way its curve leaves it, and it covers exactly the pixels of a cap at every grey level below the
+  strokes' (only the cores pass a higher threshold): the marker ink joins the marked curves' components, and
+  the caps on the twin make up for it, so component sizes do not tell which curve is marked.
 
-**The classes differ in one thing only.** One of the two long curves is *cut*: one of its inner dashes (at
-least ``min_piece`` dashes from either end) is left out, which leaves a gap of ``dash + 2 space`` pixels —
-wider than the spaces between dashes, so the cut curve is two curves. In a positive the twin is cut and the
-path is whole; in a negative the path is cut, so its two ends (the markers) lie on two different curves. The
-layout — every curve, which long curve is the path, where the markers are, which dash a cut removes — is drawn
-before the label and does not depend on it, and the two long curves are exchangeable (drawn, checked and
-placed alike, the path picked from them at random). So both classes hold the same number of curves with the
-same lengths (one whole long curve, two pieces, the distractors), the same ink, the same marker distances and
-the same strokes next to each marker; what tells them apart is whether the curve that leaves one marker
-arrives at the other — which must be traced. (Following one curve from one marker to its far end and
-finding no marker there, or finding it short, is that tracing.) This matching goes beyond the published
-descriptions, whose negatives draw two separate curves; we do it so that cheap statistics — marker geometry,
-ink, connected-component counts and sizes — carry no label (``tokenmix data audit pathfinder`` checks this on
-held-out seeds).
+**The classes differ in one thing only.** One of the two long curves is *cut*: one of its dashes (at least
+``min_piece`` dashes from either end, where the two pieces then keep apart) is left out, which leaves a gap of
+``dash + 2 space`` pixels that no inked pixel bridges, so the cut curve is two curves. In a positive the twin
+is cut and the path is whole; in a negative the path is cut, so its two ends (the markers) lie on two different
+curves. The layout — every curve, which long curve is the path (the markers), which dash each long curve would
+lose — is drawn before the label and does not depend on it, and the two long curves are exchangeable (drawn,
+checked and capped alike, the path picked from them at random). So both classes hold the same curves (one whole
+long curve, two pieces with a cap each, the distractors), the same ink, the same marker positions and
+distances, and components of the same sizes at every threshold and dilation; what tells them apart is whether
+the curve that leaves one marker arrives at the other, which must be traced. (Following the curve from one
+marker to its far end and finding no marker there, or finding it short, is that tracing.) This matching goes
+beyond the published descriptions, whose negatives draw two separate curves; it is there so that cheap
+statistics carry no label, which ``tokenmix data audit pathfinder`` checks on held-out seeds. One thing it
+cannot hide: where a path is short (6 dashes), the cut lies between the markers, a few pixels from each, and
+the pixels on the line between them show it.
 
 :func:`generate` draws ``count`` images from ``numpy.random.default_rng(seed)`` (half of each class, in a
-seeded random order), so a seed fixes the data set; :func:`pathfinder_arrays` caches them in the data cache
-(:mod:`.cache`) under a name that spells out every parameter, with a progress bar while generating.
-:func:`connected` is the rule: whether both markers lie in one connected component of the inked pixels once
-the spaces between dashes are bridged.
+seeded random order), so a seed fixes the data set; :func:`generate_examples` gives the markers' centres too;
+:func:`pathfinder_arrays` caches the images in the data cache (:mod:`.cache`) under a name that spells out every
+parameter, with a progress bar while generating. :func:`connected` is the rule: whether both markers lie in one
+8-connected component of the inked pixels.
 """
 
 from __future__ import annotations
@@ -55,9 +60,11 @@ __all__ = ["PathfinderConfig", "generate", "generate_examples", "draw", "draw_pa
 
 INK = 255  # the grey level of a fully covered pixel
 VERSION = 2  # of the generator: part of the cache name
-_MAX_TRIES = 200  # starts of one curve before the whole layout starts again
-_TURN_TRIES = 12  # draws of one dash's turn before the curve starts again
+_MAX_TRIES = 30  # starts of one curve before the whole layout starts again
+_TURN_TRIES = 8  # draws of one dash's turn before the curve is dropped
+_BATCH = 48  # curves grown side by side
 _STEP = 0.5  # pixels between the centre-line samples that the distance checks use
+_GRID = 2  # cells a pixel of the masks that keep curves apart
 
 
 @dataclass(frozen=True)
@@ -67,12 +74,14 @@ class PathfinderConfig:
 
     size: int = 32
     length: int = 14
-    dash: float = 2.0
-    space: float = 1.5
-    max_turn: float = 30.0
+    dash: float = 1.5
+    space: float = 1.25
+    max_turn: float = 40.0
     width: float = 1.0
-    gap: float = 4.0
+    gap: float = 3.5
     marker: float = 1.5
+    core: float = 0.75
+    level: float = 0.5
     distractors: int = 2
     distractor_length: int = 4
     min_distance: float = 6.0
@@ -87,12 +96,20 @@ class PathfinderConfig:
             raise ValueError(f"pathfinder: distractors must be an int >= 0, got {self.distractors!r}")
         if self.size < 16:
             raise ValueError(f"pathfinder: size must be >= 16 (two long curves and their markers), got {self.size}")
-        for name in ("dash", "space", "max_turn", "width", "gap", "marker", "min_distance"):
+        for name in ("dash", "space", "max_turn", "width", "gap", "marker", "core", "level", "min_distance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"pathfinder: {name} must be a finite number >= 0, got {value!r}")
         if self.dash < 1 or self.width <= 0:
             raise ValueError(f"pathfinder: dash must be >= 1 pixel and width > 0, got {self.dash}, {self.width}")
+        if not 0 < self.level < 1 or self.core > self.marker - 1 + self.level:
+            raise ValueError(f"pathfinder: need 0 < level < 1 and core <= marker - 1 + level (a marker's core inside "
+                             f"its cap at every grey level below the strokes'), got level {self.level}, core "
+                             f"{self.core}, marker {self.marker}")
+        if self.gap < self.width + 1 + math.sqrt(2) + 0.01 or self.min_distance < 2 * self.marker + 1 + math.sqrt(2):
+            raise ValueError(f"pathfinder: need gap >= width + 1 + √2 and min_distance >= 2 marker + 1 + √2 (so "
+                             f"that no inked pixels of two curves, or of the two markers, touch), got gap {self.gap}, "
+                             f"width {self.width}, min_distance {self.min_distance}, marker {self.marker}")
         if self.length < 2 * self.min_piece + 1:
             raise ValueError(f"pathfinder: length must be >= 2 min_piece + 1 = {2 * self.min_piece + 1} (a cut "
                              f"leaves two pieces of min_piece dashes at least), got {self.length}")
@@ -121,73 +138,98 @@ def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 class _Room:
     """What a new curve must keep clear of: the centre lines of the curves placed so far (by ``gap``) and the
-    ends of the long ones (by ``gap + marker``, room for a marker)."""
+    capped ends of the long ones (so that no pixel of a cap touches another curve's; :func:`_apart`). Kept as
+    two masks on a grid of ``_GRID`` cells a pixel — where a point of a curve may not lie, and where a long
+    curve's end may not — each disc grown by the cells' half diagonal, so a point passes only if it keeps the
+    distance."""
 
     def __init__(self, config: PathfinderConfig) -> None:
         self.config = config
-        self.lines = np.zeros((0, 2))
-        self.ends = np.zeros((0, 2))
+        cells = config.size * _GRID + 1
+        self.masks = {"line": np.zeros((cells, cells), dtype=bool), "end": np.zeros((cells, cells), dtype=bool)}
         self.low, self.high = config.marker + 0.5, config.size - 1.5 - config.marker
+        self.narrow, self.wide, self.widest = (_disc(config.gap), _disc(_apart(config, caps=1)),
+                                               _disc(_apart(config, caps=2)))
 
-    def clear(self, points: np.ndarray, margin: float) -> bool:
-        """Whether ``points`` lie inside the canvas (less a margin for the markers), at least ``margin`` from
-        every placed line, and ``gap + marker`` from every long curve's end."""
-        if points.min() < self.low or points.max() > self.high:
-            return False
-        if len(self.lines) and _distances(points, self.lines).min() < margin:
-            return False
-        return not len(self.ends) or _distances(points, self.ends).min() >= self.config.gap + self.config.marker
+    def clear(self, points: np.ndarray, wide: bool = False) -> np.ndarray:
+        """Per candidate (points: K, m, 2), whether all its points lie inside the canvas (less a margin for the
+        markers) and far enough from every placed line and cap that no pixels touch (``wide``: the points are a
+        long curve's capped end)."""
+        flat = points.reshape(len(points), -1)
+        ok = (flat.min(1) >= self.low) & (flat.max(1) <= self.high)
+        mask = self.masks["end" if wide else "line"]
+        cells = np.minimum(np.maximum((points * _GRID + 0.5).astype(np.int64), 0), len(mask) - 1)
+        return ok & ~mask[cells[..., 0], cells[..., 1]].any(axis=1)
 
     def add(self, curve: _Curve, long: bool) -> None:
-        self.lines = np.concatenate([self.lines, curve.line])
+        stamps = [("line", curve.line, self.narrow), ("end", curve.line, self.wide)]
         if long:
-            self.ends = np.concatenate([self.ends, curve.ends])
+            stamps += [("line", curve.ends, self.wide), ("end", curve.ends, self.widest)]
+        for key, points, disc in stamps:
+            mask = self.masks[key]
+            cells = (np.rint(points * _GRID).astype(np.int64)[:, None, :] + disc[None]).reshape(-1, 2)
+            cells = cells[((cells >= 0) & (cells < len(mask))).all(axis=1)]
+            mask[cells[:, 0], cells[:, 1]] = True
+
+
+def _disc(radius: float) -> np.ndarray:
+    """The grid offsets (n, 2) of the cells whose centres may lie within ``radius`` pixels of a point that
+    rounds to the centre cell (the radius grown by a cell's half diagonal)."""
+    reach = radius * _GRID + math.sqrt(0.5)
+    span = np.arange(-math.ceil(reach), math.ceil(reach) + 1)
+    rows, cols = np.meshgrid(span, span, indexing="ij")
+    keep = np.hypot(rows, cols) < reach
+    return np.stack([rows[keep], cols[keep]], axis=1)
 
 
 def _grow(rng: np.random.Generator, room: _Room, dashes: int, long: bool) -> _Curve | None:
     """A curve of ``dashes`` dashes grown one dash at a time from a uniform start: the first direction uniform,
-    each later dash turning from the one before by an angle uniform within ``±max_turn``, among those that keep
-    it clear of the
-    ``room`` and of the curve itself (``_TURN_TRIES`` draws; None when none does). A long curve's ends also keep
-    ``gap + marker`` from the placed lines, and its two ends ``min_distance`` apart."""
+    each later dash turning from the one before by an angle uniform within ``±max_turn``, the first of
+    ``_TURN_TRIES`` draws that keeps it clear of the ``room`` and of the curve itself; a curve with no such draw
+    is dropped. ``_BATCH`` curves grow side by side (one array operation a dash) and the first that reaches its
+    length is taken — the same law as growing them one after the other; None when none does. A long curve's
+    ends also keep their caps clear of the placed lines (:func:`_apart`), and its two ends ``min_distance`` apart."""
     config = room.config
     period, turn = config.dash + config.space, math.radians(config.max_turn)
-    clear_end = config.gap + config.marker if long else config.gap
-    start = rng.uniform(room.low, room.high, size=2)
-    if not room.clear(start[None], clear_end):
-        return None
-    angle = 0.0
+    point = rng.uniform(room.low, room.high, size=(_BATCH, 2))
+    alive = np.flatnonzero(room.clear(point[:, None, :], wide=long))
+    point = point[alive]
     t = np.arange(0.0, period, _STEP)
-    point, starts, lines, arcs = start, [], [], []
+    heading = np.zeros(len(point))
+    starts, heads, lines = [], [], []
     for i in range(dashes):
-        last = i == dashes - 1
-        reach = t[t <= config.dash] if last else t
-        for _ in range(_TURN_TRIES):
-            heading = angle + rng.uniform(-turn, turn) if i else rng.uniform(0, 2 * math.pi)
-            unit = np.array([math.sin(heading), math.cos(heading)])
-            samples = point + reach[:, None] * unit
-            if last:
-                samples = np.concatenate([samples, (point + config.dash * unit)[None]])
-            if not room.clear(samples, config.gap):
-                continue
-            arc = i * period + np.concatenate([reach, [config.dash]] if last else [reach])
-            if lines:
-                done, done_arc = np.concatenate(lines), np.concatenate(arcs)
-                far = np.abs(arc[:, None] - done_arc[None, :]) >= 2.5 * config.gap
-                if (far & (_distances(samples, done) < config.gap)).any():
-                    continue
-            break
-        else:
+        if not len(point):
             return None
-        starts.append((point, point + config.dash * unit))
-        lines.append(samples)
-        arcs.append(arc)
-        angle, point = heading, point + period * unit
-    curve = _Curve(np.array(starts), np.concatenate(lines))
-    if long and (np.hypot(*(curve.ends[0] - curve.ends[1])) < config.min_distance
-                 or not room.clear(curve.ends[-1:], clear_end)):
-        return None
-    return curve
+        drawn = (heading[:, None] + rng.uniform(-turn, turn, size=(len(point), _TURN_TRIES)) if i
+                 else rng.uniform(0, 2 * math.pi, size=(len(point), _TURN_TRIES)))
+        reach = np.concatenate([t[t < config.dash], [config.dash]]) if i == dashes - 1 else t
+        samples = np.empty((len(point), _TURN_TRIES, len(reach), 2))
+        samples[..., 0] = point[:, None, None, 0] + reach * np.sin(drawn)[..., None]
+        samples[..., 1] = point[:, None, None, 1] + reach * np.cos(drawn)[..., None]
+        ok = room.clear(samples.reshape(-1, len(reach), 2)).reshape(len(point), _TURN_TRIES)
+        far = int(max(0, math.floor((i * period - 2.5 * config.gap) / period)))  # earlier dashes far along
+        if far and ok.any():
+            before = np.concatenate(lines[:far], axis=1)  # (B, P, 2)
+            flat = samples.reshape(len(point), -1, 2)
+            squared = ((flat ** 2).sum(-1)[:, :, None] + (before ** 2).sum(-1)[:, None, :]
+                       - 2 * flat @ before.transpose(0, 2, 1))  # (B, K m, P) squared distances
+            ok &= (squared.reshape(len(point), _TURN_TRIES, -1) >= config.gap ** 2).all(-1)
+        keep = ok.any(1)
+        first = ok.argmax(1)[keep]
+        alive, point, heading = alive[keep], point[keep], drawn[keep, first]
+        starts, heads = [a[keep] for a in starts], [h[keep] for h in heads]
+        lines = [line[keep] for line in lines] + [samples[keep, first]]
+        starts.append(point)
+        heads.append(heading)
+        point = point + period * np.stack([np.sin(heading), np.cos(heading)], axis=1)
+    for b in range(len(alive)):
+        begin = np.stack([s[b] for s in starts])
+        unit = np.stack([np.sin([h[b] for h in heads]), np.cos([h[b] for h in heads])], axis=1)
+        curve = _Curve(np.stack([begin, begin + config.dash * unit], axis=1), np.concatenate([x[b] for x in lines]))
+        if not long or (np.hypot(*(curve.ends[0] - curve.ends[1])) >= config.min_distance
+                        and room.clear(curve.ends[None, -1:], wide=True)[0]):
+            return curve
+    return None
 
 
 def _layout(rng: np.random.Generator, config: PathfinderConfig) -> list[_Curve] | None:
@@ -216,33 +258,64 @@ def _coverage(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
     return np.sqrt(((points[:, None, :] - nearest) ** 2).sum(-1))
 
 
-def _render(config: PathfinderConfig, segments: np.ndarray, markers: np.ndarray) -> np.ndarray:
-    """The anti-aliased picture: each pixel's level is how much the nearest stroke (``width`` wide) or marker
-    disc covers it, 0 to ``INK``."""
+def _render(config: PathfinderConfig, segments: np.ndarray, caps: np.ndarray, markers: np.ndarray) -> np.ndarray:
+    """The anti-aliased picture: each pixel's level is how much the nearest stroke (``width`` wide) or cap (a disc
+    of radius ``marker``) covers it, times ``level``; a marker is a cap whose core (a disc of radius ``core``)
+    is drawn up to ``INK``. The core lies inside its cap at every grey level below ``level``, so a marker and a
+    cap cover the same pixels at every threshold below it, and only the cores pass any threshold above it."""
     size = config.size
     rows, cols = np.meshgrid(np.arange(size, dtype=float), np.arange(size, dtype=float), indexing="ij")
     pixels = np.stack([rows.ravel(), cols.ravel()], axis=1)
     stroke = np.clip(config.width / 2 + 0.5 - _coverage(pixels, segments[:, 0], segments[:, 1]), 0, 1).max(1)
-    disc = np.clip(config.marker + 0.5 - _distances(pixels, markers), 0, 1).max(1)
-    return np.rint(np.maximum(stroke, disc) * INK).astype(np.uint8).reshape(size, size)
+    cap = np.clip(config.marker + 0.5 - _distances(pixels, caps), 0, 1).max(1)
+    core = np.clip(config.core + 0.5 - _distances(pixels, markers), 0, 1).max(1)
+    level = np.maximum(np.maximum(stroke, cap) * config.level, core)
+    return np.rint(level * INK).astype(np.uint8).reshape(size, size)
 
 
 Example = tuple[np.ndarray, list[tuple[int, int]]]  # an image and its two markers' centres (row, column), rounded
 
 
+def _apart(config: PathfinderConfig, caps: int = 0) -> float:
+    """The least distance between two centre lines (``caps``: how many of the two are a cap's centre instead) at
+    which no inked pixel of one (closer than ``width / 2 + 0.5``, or ``marker + 0.5`` to a cap's centre)
+    neighbours one of the other (8-neighbourhood: pixel centres up to √2 apart)."""
+    reach = [config.marker + 0.5] * caps + [config.width / 2 + 0.5] * (2 - caps)
+    return sum(reach) + math.sqrt(2) + 0.01
+
+
+def _cuts(curve: _Curve, config: PathfinderConfig) -> list[int]:
+    """The dashes whose removal cuts ``curve`` into two curves: at least ``min_piece`` dashes from either end,
+    and leaving the two pieces, caps included, :func:`_apart` everywhere (so no inked pixel of one touches one of
+    the other)."""
+    t = np.linspace(0, 1, max(2, int(math.ceil(config.dash / 0.25)) + 1))
+    starts, ends = curve.dashes[:, None, 0, :], curve.dashes[:, None, 1, :]
+    points = starts + t[None, :, None] * (ends - starts)
+    first, last = curve.ends[:1], curve.ends[1:]
+    out = []
+    for j in range(config.min_piece, len(curve.dashes) - config.min_piece):
+        before, after = points[:j].reshape(-1, 2), points[j + 1:].reshape(-1, 2)
+        if (_distances(before, after).min() >= _apart(config)
+                and min(_distances(first, after).min(), _distances(last, before).min()) >= _apart(config, caps=1)):
+            out.append(j)
+    return out
+
+
 def draw(rng: np.random.Generator, config: PathfinderConfig, label: int) -> Example:
     """One picture of class ``label`` (1: both markers on one curve) and its markers. The layout, the path, the
-    markers and the cut dash are drawn first, alike for both labels; ``label`` only says which long curve the
-    cut falls on (the twin for 1, the path for 0)."""
-    while (curves := _layout(rng, config)) is None:
-        pass
+    markers and each long curve's cut dash are drawn first, alike for both labels; ``label`` only says which
+    long curve is cut (the twin for 1, the path for 0)."""
+    while True:
+        curves = _layout(rng, config)
+        if curves is not None and all(cuts := [_cuts(c, config) for c in curves[:2]]):
+            break
     path = int(rng.integers(2))
-    cut = int(rng.integers(config.min_piece, config.length - config.min_piece))
+    cut = [int(rng.choice(c)) for c in cuts]
     cut_curve = 1 - path if label else path
-    segments = np.concatenate([np.delete(c.dashes, cut, axis=0) if i == cut_curve else c.dashes
+    segments = np.concatenate([np.delete(c.dashes, cut[i], axis=0) if i == cut_curve else c.dashes
                                for i, c in enumerate(curves)])
     markers = curves[path].ends
-    image = _render(config, segments, markers)
+    image = _render(config, segments, np.concatenate([curves[0].ends, curves[1].ends]), markers)
     return image, [tuple(int(v) for v in np.rint(m)) for m in markers]
 
 
@@ -293,9 +366,10 @@ def pathfinder_arrays(count: int, seed: int, config: PathfinderConfig = Pathfind
         return data["images"], data["labels"]
 
 
-def bridged(image: np.ndarray, threshold: int = 0, bridge: int = 1) -> np.ndarray:
-    """The inked pixels (level above ``threshold``), grown ``bridge`` times by one pixel (3 x 3 dilation), so
-    that the spaces between the dashes of one curve close; curves keep more than that apart."""
+def bridged(image: np.ndarray, threshold: int = 0, bridge: int = 0) -> np.ndarray:
+    """The inked pixels (level above ``threshold``), grown ``bridge`` times by one pixel (3 x 3 dilation). At
+    threshold 0 the spaces between a curve's dashes need no bridge (the strokes' fringe spans them); above it,
+    a dilation bridges them — and, past a point, the cuts and the gaps between curves too."""
     ink = image > threshold
     for _ in range(bridge):
         grown = ink.copy()
@@ -308,9 +382,9 @@ def bridged(image: np.ndarray, threshold: int = 0, bridge: int = 1) -> np.ndarra
 
 
 def connected(image: np.ndarray, a: tuple[int, int], b: tuple[int, int], threshold: int = 0,
-              bridge: int = 1) -> bool:
-    """Whether the inked pixels join ``a`` to ``b`` once the spaces between dashes are bridged (:func:`bridged`;
-    8-neighbourhood flood fill): the rule that decides the label."""
+              bridge: int = 0) -> bool:
+    """Whether the inked pixels (:func:`bridged`: by default every level above 0, no dilation) join ``a`` to ``b``
+    (8-neighbourhood flood fill): the rule that decides the label."""
     ink = bridged(image, threshold, bridge)
     size = ink.shape
     seen = np.zeros_like(ink)
@@ -340,7 +414,8 @@ def save_examples(path: str | Path, per_class: int = 4, seed: int = 0,
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ModuleNotFoundError:
-        raise ModuleNotFoundError("pathfinder: drawing examples needs matplotlib: pip install 'tokenmix[plot]'") from None
+        raise ModuleNotFoundError("pathfinder: drawing examples needs matplotlib: "
+                                  "pip install 'tokenmix[plot]'") from None
     rng = np.random.default_rng(seed)
     figure, axes = plt.subplots(len(configs), 2 * per_class, figsize=(2 * per_class * 1.3, len(configs) * 1.5),
                                 squeeze=False)

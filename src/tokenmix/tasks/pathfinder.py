@@ -1,17 +1,17 @@
 """Pathfinder (Linsley et al., 2018), the Long Range Arena's image task (Tay et al., 2021): are the two markers of a
 32 x 32 picture joined by one curve? Fed as the picture's 1,024 pixels in row-major order, one token each.
 
-The pictures are generated here (:mod:`tokenmix.data.pathfinder`: two long curves of ``length`` segments, the
-difficulty, LRA's 6, 9 and 14; ``distractors`` short curves; markers at both ends of one curve, or at one end
-of each; the classes balanced and alike in marker distance and ink), cached in the data cache after the first
-build. Tokens (``vocab_size = 3``): ``0`` padding (never used: every sequence is ``size²`` long), ``1``
-background, ``2`` ink. LRA feeds 8-bit grey levels (vocabulary 256) of anti-aliased pictures; these are
-black and white, so two levels are all there is.
+The pictures are generated here (:mod:`tokenmix.data.pathfinder`: dashed, anti-aliased curves; two long curves
+of ``length`` dashes, the difficulty, LRA's 6, 9 and 14, one of them cut in two; ``distractors`` short curves;
+the markers at both ends of one long curve; the classes differ only in which long curve is cut, so they match in
+marker geometry, ink and connected-component sizes), cached in the data cache after the first build. Tokens
+(``vocab_size = 257``): ``1 + g`` for the pixel's 8-bit grey level ``g`` (LRA feeds the grey levels, a
+vocabulary of 256), ``0`` padding (never used: every sequence is ``size²`` long).
 
-Presets: ``quick`` (curves of 6 segments, 2,000 / 500 / 500 pictures) and ``paper`` (LRA's hard split: 14
-segments, 4 distractors; 20,000 / 2,000 / 2,000 pictures, against LRA's 160,000 / 20,000 / 20,000: the size two
-CPU cores can train on). Each split is its own seeded draw (seed ``3 s + i`` for task seed ``s`` and split ``i``),
-half of each class, so ``seed`` fixes all three.
+Presets: ``quick`` (curves of 6 dashes, 2,000 / 500 / 500 pictures) and ``paper`` (LRA's hard split: 14
+dashes; 20,000 / 2,000 / 2,000 pictures, against LRA's 160,000 / 20,000 / 20,000: the size two CPU cores can
+train on). Each split is its own seeded draw (seed ``3 s + i`` for task seed ``s`` and split ``i``), half of each
+class, so ``seed`` fixes all three. ``tokenmix data audit pathfinder`` scores cheap baselines on held-out seeds.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import torch
 from ..data.pathfinder import PathfinderConfig, pathfinder_arrays
 from .base import Split, Task, TaskShape, register_task
 
-__all__ = ["PathfinderTask", "BACKGROUND", "INK_TOKEN"]
+__all__ = ["PathfinderTask", "LEVEL0"]
 
-BACKGROUND, INK_TOKEN = 1, 2
+LEVEL0 = 1  # the token of grey level 0; level g is LEVEL0 + g
 
 PRESETS = {
     "quick": dict(length=6, train_size=2_000, val_size=500, test_size=500),
@@ -34,7 +34,7 @@ PRESETS = {
 
 @register_task(
     "pathfinder",
-    description="Pathfinder (LRA image task): are the two markers on one curve? 32 x 32 pictures as 1,024 "
+    description="Pathfinder (LRA image task): are the two markers on one curve? 32 x 32 grey pictures as 1,024 "
                 "pixel tokens",
     kind="classification",
     metric="accuracy",
@@ -43,16 +43,16 @@ PRESETS = {
     seed_draws="every picture of every split, test included (generated from it)",
 )
 class PathfinderTask(Task):
-    """Options (``None`` = from ``preset``): ``length`` (segments of the two long curves: the difficulty),
+    """Options (``None`` = from ``preset``): ``length`` (dashes of the two long curves: the difficulty),
     ``distractors``, ``size`` (pixels a side), ``train_size``, ``val_size``, ``test_size`` (even numbers),
     ``progress`` (a bar while generating; None: on a terminal). See the module docstring."""
 
     num_classes = 2
-    vocab_size = 3
+    vocab_size = 257
     pad_id = 0
     data_source = None  # generated
 
-    def __init__(self, preset: str = "quick", seed: int = 0, length: int | None = None, distractors: int = 4,
+    def __init__(self, preset: str = "quick", seed: int = 0, length: int | None = None, distractors: int = 2,
                  size: int = 32, train_size: int | None = None, val_size: int | None = None,
                  test_size: int | None = None, progress: bool | None = None) -> None:
         cfg, config = self._config(preset, seed, length, distractors, size, train_size, val_size, test_size)
@@ -63,7 +63,7 @@ class PathfinderTask(Task):
         for i, (name, count) in enumerate(zip(("train", "val", "test"), sizes)):
             # each split its own draw (seed 3 s + i: distinct over every seed s), balanced exactly
             images, labels = pathfinder_arrays(count, 3 * seed + i, config, progress)
-            ids = torch.from_numpy(np.where(images.reshape(count, -1) > 0, INK_TOKEN, BACKGROUND)).long()
+            ids = torch.from_numpy(images.reshape(count, -1).astype(np.int64) + LEVEL0)
             self.splits[name] = Split(labels=torch.from_numpy(labels).long(), ids=ids,
                                       lengths=torch.full((count,), self.max_len, dtype=torch.long))
 
@@ -88,10 +88,10 @@ class PathfinderTask(Task):
         return cfg, config
 
     @classmethod
-    def stated_shape(cls, preset: str = "quick", seed: int = 0, length: int | None = None, distractors: int = 4,
+    def stated_shape(cls, preset: str = "quick", seed: int = 0, length: int | None = None, distractors: int = 2,
                      size: int = 32, train_size: int | None = None, val_size: int | None = None,
                      test_size: int | None = None, progress: bool | None = None) -> TaskShape:
         """The shape from the options alone (see :class:`~tokenmix.tasks.base.Task`)."""
         cfg, _ = cls._config(preset, seed, length, distractors, size, train_size, val_size, test_size)
-        return TaskShape({s: cfg[f"{s}_size"] for s in ("train", "val", "test")}, num_classes=2, vocab_size=3,
+        return TaskShape({s: cfg[f"{s}_size"] for s in ("train", "val", "test")}, num_classes=2, vocab_size=257,
                          max_len=size * size, pad_id=cls.pad_id)
