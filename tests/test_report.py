@@ -875,3 +875,23 @@ def test_tokenmix_report_names_a_damaged_file_without_a_traceback(tmp_path):
     with pytest.raises(SystemExit, match=rf"tokenmix report: .*{name}-chance.csv, line 1: no row"):
         main(["report", "--data", str(data), "--out", str(tmp_path / "r.md"), "--experiments", str(experiments),
               "--no-plots"])
+
+
+def test_the_report_shows_each_tasks_shortcut_ceiling(tmp_path):
+    from tokenmix.report.ceilings import ceiling_line, ceilings_section
+    from tokenmix.training.csvrecords import ResultsError
+
+    audit = tmp_path / "task-audit.csv"
+    audit.write_text("task,options,baseline,kind,accuracy,low,high,n\n"
+                     "listops,preset=quick,first token,shortcut,0.3390,0.3180,0.3600,2000\n"
+                     "listops,preset=quick,first 3 tokens,shortcut,0.3610,0.3400,0.3820,2000\n"
+                     "listops,preset=quick,majority class,majority,0.1480,0.1330,0.1640,2000\n"
+                     "pathfinder,length=6,the rule,rule,1.0,0.998,1.0,2000\n")
+    line = " ".join(ceiling_line(tmp_path, "listops"))
+    assert "preset=quick: 0.361 [0.340, 0.382] (first 3 tokens, n = 2000)" in line  # the best shortcut
+    assert ceiling_line(tmp_path, "pathfinder") == []  # the rule is not a shortcut
+    assert "| `listops` | preset=quick | first 3 tokens | 0.361 |" in "\n".join(ceilings_section(tmp_path))
+    assert ceilings_section(tmp_path / "nowhere") == []
+    audit.write_text(audit.read_text() + "recall,preset=quick,per position,shortcut,high,0.1,0.2,10\n")
+    with pytest.raises(ResultsError, match="task-audit.csv"):
+        ceilings_section(tmp_path)

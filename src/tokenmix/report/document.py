@@ -22,6 +22,7 @@ from ..training.build import planned_steps_per_epoch
 from ..training.power import design_floor
 from ..training.numerics import PINNED
 from ..training.results import ResultsDir
+from .ceilings import ceiling_line, ceilings_section
 from .confound import confounding, host_sensitive
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .ledger import NOT_HERE, PARTLY, TESTED, coverage, ledger_section
@@ -223,6 +224,7 @@ def study_section(study: Study, data: Path, out: Path, plots: bool, level: str,
     else:
         measured, outcomes = measured_section(study, found, data, out, plots, level, outcomes)
         lines += measured
+    lines += ceiling_line(data, study.experiment.task["name"])
     extra = STUDY_EXTRAS[study.name](data, found, level) if study.name in STUDY_EXTRAS else []
     return lines + (extra + [""] if extra else []), outcomes
 
@@ -329,7 +331,7 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
         body += ledger_section(paper, outcomes, known={c.text for study in studies for c in study.claims})
         coverage_rows.append(coverage_row(paper, outcomes, all(c.added for study in studies for c in study.claims)))
     head = ["# Reproducing the seed papers' experiments", "", HEADER, "", "## Summary", "", *summary(results), "",
-            *coverage_table(coverage_rows), "## How the verdicts are computed", "", RULES]
+            *coverage_table(coverage_rows), *ceilings_section(data), "## How the verdicts are computed", "", RULES]
     return "\n".join(head + body).rstrip("\n") + "\n"
 
 

@@ -1,0 +1,59 @@
+"""Each task's shortcut ceiling: the best cheap baseline `tokenmix data audit` found on held-out data
+(``<data>/task-audit.csv``), shown beside the mechanisms so that "a mechanism learns the task" is read against
+what no mechanism is needed for, not only against the majority class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenmix.training.csvrecords import checked_table
+
+from .tables import table
+
+__all__ = ["AUDIT_FILE", "ceilings", "ceiling_line", "ceilings_section"]
+
+AUDIT_FILE = "task-audit.csv"
+_NUMBERS = {"accuracy": float, "low": float, "high": float, "n": int}
+
+
+def ceilings(data: Path) -> dict[tuple[str, str], dict[str, str]]:
+    """(task, options) -> the audit row of its best shortcut (kind "shortcut"), read checked; empty when the
+    data folder holds no audit."""
+    _, rows = checked_table(Path(data) / AUDIT_FILE, key=("task", "options", "baseline"), numeric=_NUMBERS)
+    best: dict[tuple[str, str], dict[str, str]] = {}
+    for _, row in rows:
+        key = (row["task"], row["options"])
+        if row.get("kind") == "shortcut" and (key not in best or float(row["accuracy"]) > float(best[key]["accuracy"])):
+            best[key] = row
+    return best
+
+
+def _text(row: dict[str, str]) -> str:
+    return (f"{float(row['accuracy']):.3f} [{float(row['low']):.3f}, {float(row['high']):.3f}] ({row['baseline']}, "
+            f"n = {row['n']})")
+
+
+def ceiling_line(data: Path, task: str) -> list[str]:
+    """The ceiling of ``task`` at each audited setting, one sentence ([] when it was not audited)."""
+    found = {options: row for (name, options), row in ceilings(data).items() if name == task}
+    if not found:
+        return []
+    parts = "; ".join(f"{options}: {_text(row)}" for options, row in sorted(found.items()))
+    return [f"Shortcut ceiling of the task (`tokenmix data audit {task}`, the best cheap baseline on held-out "
+            f"data, accuracy [95 % interval]): {parts}. A mechanism at or below it has not shown that it needs "
+            f"to mix tokens to do what it does here.", ""]
+
+
+def ceilings_section(data: Path) -> list[str]:
+    """The table of every audited task's ceiling."""
+    found = ceilings(data)
+    if not found:
+        return []
+    rows = [[f"`{task}`", options, row["baseline"], f"{float(row['accuracy']):.3f}",
+             f"[{float(row['low']):.3f}, {float(row['high']):.3f}]", row["n"]]
+            for (task, options), row in sorted(found.items())]
+    return ["## Shortcut ceilings", "", "What a cheap classifier gets on each generated or stand-in task without "
+            "any token mixing (fitted on one generator seed, scored on a held-out one; `tokenmix data audit`; "
+            f"every baseline in `{AUDIT_FILE}`). A claim that a mechanism learns a task means something only "
+            "above its ceiling.", "",
+            *table(["task", "setting", "best shortcut", "accuracy", "95 % interval", "n"], rows), ""]
