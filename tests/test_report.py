@@ -63,7 +63,7 @@ def _committed_samples() -> list[tuple[str, list[float], list[float]]]:
     cases = []
     for path in sorted(DATA.rglob("*.csv")):
         harness = ("-steptime", "-scaling", "-inference")
-        if path.stem.endswith(("-history", "-chance", "-speed", *harness, "-configs", "-verify", "speed")):
+        if path.stem.endswith(("-history", "-chance", "-speed", *harness, "-configs", "-verify", "speed", "task-audit")):
             continue
         rows = read_csv(path)
         labels = list(dict.fromkeys(r["label"] for r in rows))
