@@ -233,7 +233,25 @@ def test_a_rerun_that_differs_under_the_same_code_keeps_the_rows_and_the_report_
     assert "relation seed 0: value 0.123 -> " in line and "1 rerun reproduced it exactly" in line
 
 
-def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled(recorded, tmp_path):
+@pytest.fixture
+def watch_training(monkeypatch):
+    """A function that, once called, records (label, seed) of every run a sweep in this process trains (it still
+    trains them) and returns that list. Called only where needed: a spawned sweep cannot pickle the spy."""
+    def start() -> list[tuple[str, int]]:
+        runs: list[tuple[str, int]] = []
+        real = sweep_module.run_one
+
+        def spy(*args, **kwargs):
+            runs.append(args[1:3])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(sweep_module, "run_one", spy)
+        return runs
+
+    return start
+
+
+def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled(recorded, tmp_path, watch_training):
     docs = copy_docs(recorded, tmp_path)
     experiment, record = recorded[1], ResultsDir(docs, recorded[1].name)
     header, rows = read_csv(record.csv)
@@ -263,16 +281,8 @@ def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled
     assert set(excluded) == {("relation", 0), ("relation", 1), ("mlp", 0), ("mlp", 1)}
     assert "train.lr" in excluded[("mlp", 0)]
     # and compare --results trains the stale row again, and only it
-    trained = []
-    real = sweep_module.run_one
-
-    def spy(*args, **kwargs):
-        trained.append(args[1:3])
-        return real(*args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sweep_module, "run_one", spy)
-        compare(experiment, tmp_path / "again", isolate=False, progress=False, results_dir=docs)
+    trained = watch_training()
+    compare(experiment, tmp_path / "again", isolate=False, progress=False, results_dir=docs)
     assert trained == [("relation", 1)]
     assert record.rows()[("relation", 1)]["code"] == code_version() and not_pooled(study, docs)[0] == {}
 
@@ -320,7 +330,7 @@ def test_a_sweep_pins_the_numerics_of_the_runs_it_spawns_and_records_the_host(tm
     assert again["reproduced"] == "true" and again["numerics"] == PINNED and again["cause"] == ""
 
 
-def test_repin_trains_again_only_the_rows_not_computed_with_pinned_numerics(recorded, tmp_path):
+def test_repin_trains_again_only_the_rows_not_computed_with_pinned_numerics(recorded, tmp_path, watch_training):
     """Rows trained in-process (unpinned) are kept by a plain `compare --results`, and trained again under pinned
     numerics, replacing them, with `--repin`; a pinned row is not trained again."""
     from tokenmix.training.numerics import PINNED
@@ -330,16 +340,8 @@ def test_repin_trains_again_only_the_rows_not_computed_with_pinned_numerics(reco
     record = ResultsDir(docs, experiment.name)
     header, rows = read_csv(record.csv)
     write_csv(record.csv, header, [{**r, "numerics": PINNED} if r["label"] == "mlp" else r for r in rows])
-    trained = []
-    real = sweep_module.run_one
-
-    def spy(*args, **kwargs):
-        trained.append(args[1:3])
-        return real(*args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sweep_module, "run_one", spy)
-        compare(experiment, tmp_path / "plain", isolate=False, progress=False, results_dir=docs)
-        assert trained == []
-        compare(experiment, tmp_path / "repin", isolate=False, progress=False, results_dir=docs, repin=True)
+    trained = watch_training()
+    compare(experiment, tmp_path / "plain", isolate=False, progress=False, results_dir=docs)
+    assert trained == []
+    compare(experiment, tmp_path / "repin", isolate=False, progress=False, results_dir=docs, repin=True)
     assert sorted(trained) == [("relation", 0), ("relation", 1)]
