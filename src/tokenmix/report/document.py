@@ -307,13 +307,10 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
         raise ValueError(f"no experiment file with a [paper] table in {str(experiments)!r} (--experiments): nothing "
                          f"to report")
     done = {study.name: judged(study, data, experiments) for _, studies in papers_of(found) for study in studies}
-    not_run = [Outcome(claim, None, None, reason="not run yet", planned=design_floor(study.experiment, claim))
+    not_run = [Outcome(claim, None, None, reason="not run yet", planned=design_floor(study.experiment, claim),
+                       family_key=family_key(study, claim, None))
                for _, studies in papers_of(found) for study in studies if done[study.name][1] is None
                for claim in study.claims]
-    for study in (study for _, studies in papers_of(found) for study in studies if done[study.name][1] is None):
-        for o in not_run:
-            if o.claim in study.claims:
-                o.family_key = f"{study.name} / {'added' if o.claim.added else 'paper'} claims (not run yet)"
     fixed_families([o for _, outcomes in done.values() for o in outcomes or []] + not_run)
     coverage_rows = []
     for paper, studies in papers_of(found):
