@@ -79,6 +79,8 @@ def fused_supported(params: list[torch.Tensor]) -> bool:
     step did not)."""
     major, minor = (int(part) for part in torch.__version__.split(".")[:2])
     devices = {p.device.type for p in params}
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return False  # DDP runs keep the unfused step: with it, a rank aborted at exit under load (twice)
     return (all(p.is_floating_point() for p in params) and devices <= {"cpu", "cuda"}
             and ("cpu" not in devices or (major, minor) >= (2, 4)))
 
