@@ -23,7 +23,7 @@ from tokenmix.training.results import COLUMNS
 from tokenmix.training.sweep import compare, plan
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_FILE = ROOT / "experiments" / "listops.toml"
+DEFAULT_FILE = ROOT / "experiments" / "mqar.toml"
 TINY = ["task.name='recall'", "model.dim=16", "model.depth=1", "train.max_steps=6", "train.eval_every=3",
         "train.batch_size=16", "seeds=[0, 1]"]
 
@@ -80,7 +80,7 @@ def _kind(experiment: Experiment) -> str:
 def test_edited_copies_width_depth_and_a_mixer_twice(tmp_path, capsys):
     text = DEFAULT_FILE.read_text()
     wider = tmp_path / "wider.toml"
-    wider.write_text(text.replace("dim = 32", "dim = 48").replace("depth = 2", "depth = 4"))
+    wider.write_text(text.replace("dim = 64", "dim = 96").replace("depth = 2", "depth = 4"))
     twice = tmp_path / "twice.toml"
     twice.write_text(re.sub(r"^mixers = .*$", "", text, flags=re.MULTILINE) + """
 [[mixers]]
@@ -95,13 +95,13 @@ model = { heads = 4 }
 options = { bias = true }
 """)
     task, planned = plan(load_experiment(wider, ["train.max_steps=4", "seeds=[0]"]))
-    assert {p.spec.model["dim"] for p in planned} == {48} and {p.spec.model["depth"] for p in planned} == {4}
+    assert {p.spec.model["dim"] for p in planned} == {96} and {p.spec.model["depth"] for p in planned} == {4}
     default_params = {p.spec.label: p.params for p in plan(load_experiment(DEFAULT_FILE, ["seeds=[0]"]), task)[1]}
     assert all(p.params > default_params[p.spec.label] for p in planned)
     _, planned = plan(load_experiment(twice, ["seeds=[0]"]), task)
     assert [p.spec.label for p in planned] == ["softmax-1h", "softmax-4h", "mlp"]  # the baseline is added
     one, four = planned[0], planned[1]
-    assert four.params == one.params + 2 * (4 * 32)  # same weights, plus the q/k/v/out biases in 2 layers
+    assert four.params == one.params + 2 * (4 * 64)  # same weights, plus the q/k/v/out biases in 2 layers
     main(["compare", "--config", str(twice), "--set", "seeds=[0]", "--dry-run"])
     out = capsys.readouterr().out
     assert "softmax-1h" in out and "softmax-4h" in out and "bias=True" in out and "heads=4" in out
@@ -164,7 +164,7 @@ def tiny_run(tmp_path_factory):
 
 def test_a_sweep_writes_every_output(tiny_run):
     out, experiment, rows = tiny_run
-    for name in ["config.toml", "results.csv", "report.md", "metric_vs_time.png", "metric_vs_epoch_time.png"]:
+    for name in ["config.toml", "results.csv", "report.md", "metric_vs_time.png"]:
         assert (out / name).stat().st_size > 0
     with open(out / "results.csv") as f:
         table = list(csv.DictReader(f))
@@ -420,10 +420,10 @@ def test_compare_on_another_task_without_a_config_is_named_after_it_and_says_wha
                                               "--mixers relation --seeds 0 --max-steps 2")
     assert "note: the no-context baseline 'mlp' is added to the runs ([report] baseline = true" in printed
     main(["compare", "--status"])  # the default: its own name, description and mixers (mlp among them)
-    assert seen["e"].to_dict() == load_experiment(None).to_dict() and seen["out"] == "runs/listops"
+    assert seen["e"].to_dict() == load_experiment(None).to_dict() and seen["out"] == "runs/mqar"
     assert "note:" not in capsys.readouterr().err
     main(["compare", "--config", str(DEFAULT_FILE), "--task", "recall", "--status"])  # a file keeps its name
-    assert seen["e"].name == "listops" and seen["e"].description == load_experiment(None).description
+    assert seen["e"].name == "mqar" and seen["e"].description == load_experiment(None).description
 
 
 def _leaderboard(tmp_path, experiment: Experiment, seeds: list[int]) -> str:
@@ -440,7 +440,7 @@ def test_the_leaderboard_of_one_seed_shows_no_sd_and_one_name_once(tmp_path):
     one = _leaderboard(tmp_path, tiny("name='recall'", "report.plots=[]", "mixers=['relation']"), [0])
     assert one.startswith("# recall\n") and "| 0.5000 (1 seed) |" in one and "± 0.0000" not in one
     two = _leaderboard(tmp_path, tiny("report.plots=[]", "mixers=['relation']"), [0, 1])
-    assert two.startswith("# listops: recall\n") and "| 0.5050 ± 0.0071 |" in two
+    assert two.startswith("# mqar: recall\n") and "| 0.5050 ± 0.0071 |" in two
 
 
 def test_the_dry_run_estimates_the_time_from_recorded_runs(tmp_path, capsys, monkeypatch):
@@ -452,11 +452,11 @@ def test_the_dry_run_estimates_the_time_from_recorded_runs(tmp_path, capsys, mon
     assert "estimated time: no estimate (no recorded run with a wall time in" in capsys.readouterr().out
     (tmp_path / "docs").mkdir()
     rows = ["label,seed,steps,wall_s", "relation,0,6,3600", "relation,1,6,5400", "mlp,0,12,1800"]
-    (tmp_path / "docs" / "listops.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "docs" / "mqar.csv").write_text("\n".join(rows) + "\n")
     compare(experiment, tmp_path / "out", dry_run=True, jobs=2, results_dir=tmp_path / "docs")
     # relation 3600 + 5400, mlp's two runs half of its 12-step row each (6 steps planned): 900 + 900; over 2 jobs
     assert (f"estimated time: 1.5 h of training at --jobs 2 (from 3 recorded runs' training wall time in "
-            f"{tmp_path / 'docs' / 'listops.csv'}") in capsys.readouterr().out
+            f"{tmp_path / 'docs' / 'mqar.csv'}") in capsys.readouterr().out
 
 
 def test_a_new_experiment_borrows_the_time_per_step_of_comparable_records(tmp_path):

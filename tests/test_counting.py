@@ -156,6 +156,7 @@ FLOP_BOUNDS: dict[tuple[str, bool], tuple[float, float]] = {
     **{(n, False): _GEMM for n in ("average", "contextualizer", "cosformer", "efficient", "kerformer", "linear",
                                    "mlp", "performer", "relation", "softmax")},
     **{(n, True): _GEMM for n in ("average", "mlp", "relation")},
+    **{("baseconv", c): _GEMM for c in (False, True)},  # the projection and the depthwise filter (k = 3 taps)
     **{(n, True): _CHUNKED for n in ("cosformer", "kerformer", "linear", "performer")},
     ("softmax", True): (1.0, 2.0),  # the fused causal attention is measured as the full l x l product
     **{(n, c): _SPARSE for n in ("sparse_fixed", "sparse_strided") for c in (False, True)},
@@ -177,6 +178,8 @@ def _exact_flops(r: CountResult, mixer: torch.nn.Module) -> int | None:
         return 2 * (4 * length * d * d + r.heads * 2 * length * e * (e + 1))
     if name == "contextualizer":  # all but U x * V c and alpha * x
         return 2 * (r.train.mults - mixer.steps * (length * mixer.rank + length * d))
+    if name == "baseconv":  # the projection and conv1d's k taps per channel at every position
+        return 2 * length * d * (d + mixer.kernel_size)
     if name == "extractor_me":
         return 2 * length * min(length, mixer.taps) * d  # conv1d over the zero-padded input
     return None

@@ -1,5 +1,6 @@
 """Operation counts of the mechanisms without attention scores: ``relation`` (Yamada et al. (2022)),
-``average`` (Zhang et al. (2018)), the ``mlp`` baseline and the ``contextualizer`` (Maupomé & Meurs (2021)).
+``average`` (Zhang et al. (2018)), the ``mlp`` baseline, the ``contextualizer`` (Maupomé & Meurs (2021)) and
+``baseconv`` (Arora et al. (2023)).
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import torch.nn as nn
 
 from ..mixers.average import AverageAttention
+from ..mixers.baseconv import BaseConv
 from ..mixers.contextualizer import Contextualizer
 from ..mixers.mlp import PointwiseMLP
 from ..mixers.relation import Relation
@@ -15,7 +17,8 @@ from .opcounts import OpCounts, elementwise, linears, matmul_ops, softmax_ops
 from .registry import step, training
 
 __all__ = ["relation_pointwise", "relation_training", "relation_step", "average_gate",
-           "average_training", "average_step", "mlp_training", "mlp_step", "contextualizer_training"]
+           "average_training", "average_step", "mlp_training", "mlp_step", "contextualizer_training",
+           "baseconv_training", "baseconv_step"]
 
 
 def running_mean(length: int, width: int, causal: bool) -> OpCounts:
@@ -151,3 +154,25 @@ def contextualizer_training(mixer: Contextualizer, length: int) -> OpCounts:
                 + OpCounts(mults=n * d, adds=(n - 1) * d))
     projections = project_x * (1 if mixer.recurrent else mixer.steps)
     return projections + per_step * mixer.steps
+
+
+# -- BaseConv ---------------------------------------------------------------------------------------------
+def _baseconv_rows(mixer: BaseConv, rows: int) -> OpCounts:
+    """Per position, ``d = dim``, ``k = kernel_size``: the projection (with its bias), the depthwise filter's
+    ``k`` multiplications and ``k - 1`` additions per channel (plus its bias), every tap counted as computed
+    (the zeros before the first token included), and the gate's ``d`` multiplications."""
+    d, k = mixer.dim, mixer.kernel_size
+    bias = 1 if mixer.conv.bias is not None else 0
+    return linears(rows, [mixer.projection]) + elementwise(rows * d, mults=k + 1, adds=k - 1 + bias)
+
+
+@training(BaseConv)
+def baseconv_training(mixer: BaseConv, length: int) -> OpCounts:
+    """Every position's :func:`_baseconv_rows`, causal or not: O(N d^2 + N d k)."""
+    return _baseconv_rows(mixer, length)
+
+
+@step(BaseConv)
+def baseconv_step(mixer: BaseConv, t: int) -> OpCounts:
+    """The new token over its window of the last ``k`` inputs: one row, whatever ``t``."""
+    return _baseconv_rows(mixer, 1)

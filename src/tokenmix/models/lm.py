@@ -87,10 +87,15 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: Tensor) -> Tensor:
         """``ids`` (B, N) integer, N <= ``max_len`` -> next-token logits (B, N, vocab_size) (eqs. 4-21)."""
+        return self.head(self.features(ids))
+
+    def features(self, ids: Tensor) -> Tensor:
+        """The final layernorm's output (B, N, dim), what ``head`` reads: a task that scores a few positions
+        applies the head to those alone."""
         x = self.drop(self.embed(ids))
         for block in self.blocks:
             x = block(x)
-        return self.head(self.norm(x))
+        return self.norm(x)
 
     @property
     def can_step(self) -> bool:
@@ -171,6 +176,28 @@ class CausalLM(nn.Module):
             x, state = block.step(x, state)
             new_states.append(state)
         return self.head(self.norm(x)), new_states
+
+    def state_bytes(self, length: int | None = None) -> int:
+        """Bytes of the decoding state (every layer's, batch 1) after ``length`` tokens (default ``max_len``): what
+        generation keeps between tokens -- a fixed-size state for the recurrent mechanisms, the key-value cache
+        for softmax attention (growing with ``length``). Measured on the state the mixers' ``step`` holds."""
+        length = self.max_len if length is None else length
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= self.max_len:
+            raise ValueError(f"CausalLM.state_bytes: length must be an int in [1, max_len={self.max_len}], "
+                             f"got {length!r}")
+        if not self.can_step:
+            raise ValueError(f"CausalLM.state_bytes: mixer(s) {self.mixer_names} lack an incremental step")
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                token = torch.zeros(1, dtype=torch.long, device=self.head.weight.device)
+                states = [block.mixer.init_state(1) for block in self.blocks]
+                for t in range(length):
+                    _, states = self._step(token, t, states)
+        finally:
+            self.train(was_training)
+        return sum(t.numel() * t.element_size() for state in states for t in state.values())
 
     def loss(self, ids: Tensor) -> Tensor:
         """Mean next-token cross-entropy: ``logits[:, :-1]`` against ``ids[:, 1:]`` (eq. 22); needs N >= 2."""

@@ -28,6 +28,9 @@ The baselines per task:
 * ``listops`` (Nangia & Bowman, 2018; Tay et al., 2021): the first k tokens (k = 1, 2, 3; the root operator
   first), length and depth, the bag of tokens;
 * ``recall``: every position's token (one-hot), the query alone, the bag of tokens;
+* ``mqar`` (Arora et al., 2023), one example per query: the query's key, its position, both (what a model
+  that mixes nothing sees: chance, 1 / V); the pairs' values by pair, which can learn to copy one pair's value
+  (1 / P: reading the context without matching keys); apart, the rule (match the key, read its value);
 * ``fashion_pixels`` (Xiao et al., 2017): raw pixels and ink amount (the real data: the training split against
   the test split, which no seed changes).
 
@@ -483,6 +486,57 @@ def _recall_baselines(vocab: int) -> list[Baseline]:
 
 
 @dataclass(frozen=True)
+class QueryData:
+    """MQAR's queries, one example each: the key asked, its position, the sequence's pairs (keys, and values
+    as value indices) and the value asked for (``labels``, a value index)."""
+
+    key: np.ndarray
+    position: np.ndarray
+    pair_keys: np.ndarray
+    pair_values: np.ndarray
+    labels: np.ndarray
+
+
+def _mqar_queries(task: Any, split: str) -> QueryData:
+    ids, targets = task.splits[split].ids.numpy(), task.splits[split].labels.numpy()
+    rows, position = np.nonzero(targets != -100)
+    p, half = task.num_pairs, task.vocab_size // 2
+    return QueryData(ids[rows, position], position, ids[rows, 0:2 * p:2], ids[rows, 1:2 * p:2] - half,
+                     targets[rows, position] - half)
+
+
+def _mqar_baselines(task: Any) -> list[Baseline]:
+    """The per-position baselines (a model that mixes nothing sees the key and the position: chance, 1 / V);
+    the pairs' values by pair, which can learn to copy one pair's value (right when that pair is asked:
+    1 / P, what reading without matching gets); apart, the rule that does the task."""
+    vocab, length, values = task.vocab_size, task.max_len, task.num_values
+
+    def key(d: QueryData) -> np.ndarray:
+        return np.eye(vocab)[d.key]
+
+    def position(d: QueryData) -> np.ndarray:
+        return np.eye(length)[d.position]
+
+    def match(train: QueryData, test: QueryData) -> np.ndarray:
+        return test.pair_values[np.arange(len(test.key)), (test.pair_keys == test.key[:, None]).argmax(1)]
+
+    return [
+        Baseline("the query's key", key, standardize=False),
+        Baseline("the query's position", position, standardize=False),
+        Baseline("the query's key and position", lambda d: np.concatenate([key(d), position(d)], 1),
+                 standardize=False),
+        Baseline("the pairs' values, by pair (copy one pair's value)",
+                 lambda d: np.eye(values)[d.pair_values].reshape(len(d.key), -1), standardize=False),
+        Baseline("match the key, read its value", predict=match, kind="rule"),
+    ]
+
+
+def _load_mqar(options: dict[str, Any], seed: int, split: str, n: int) -> tuple[Any, int, list[Baseline]]:
+    task = create_task("mqar", seed=seed, **{**_sizes(split, n), **options})
+    return _mqar_queries(task, split), task.num_values, _mqar_baselines(task)
+
+
+@dataclass(frozen=True)
 class ImageData:
     pixels: np.ndarray
     labels: np.ndarray
@@ -542,6 +596,8 @@ AUDITED: dict[str, _Audited] = {
     "recall": _Audited(({"preset": "quick"}, {"preset": "paper"}), 1000,
                        _load_task("recall", lambda task: _recall_baselines(task.vocab_size))),
     "fashion_pixels": _Audited(({},), 1000, _load_fashion),
+    # n sequences, each P queries: the rows count queries
+    "mqar": _Audited(({"preset": "quick"}, {"preset": "quick", "seq_len": 128, "num_pairs": 16}), 1000, _load_mqar),
 }
 
 

@@ -305,11 +305,26 @@ class Task:
             return model.head(model.encode(batch.ids, batch.mask)[chosen]), batch.labels[chosen]
         return model(batch.ids, batch.mask)[chosen], batch.labels[chosen]
 
+    def scored_predictions(self, model: nn.Module, batch: LMBatch) -> tuple[Tensor, Tensor]:
+        """A language-modelling task that scores some positions only (targets elsewhere ``IGNORE_INDEX``, metric
+        accuracy: ``mqar``): the logits there (M, vocabulary) and their targets (M,). A model with ``features``
+        and ``head`` (a ``CausalLM``) applies its head to those positions alone."""
+        batch = self._on_model_device(model, batch)
+        scored = batch.targets != IGNORE_INDEX
+        if hasattr(model, "features") and hasattr(model, "head"):
+            return model.head(model.features(batch.ids)[scored]), batch.targets[scored]
+        return model(batch.ids)[scored], batch.targets[scored]
+
+    def _scores_positions(self) -> bool:
+        return self.info.kind == "language_model" and self.info.metric != "perplexity"
+
     def loss(self, model: nn.Module, batch: TokenBatch | LMBatch | ImageBatch) -> Tensor:
         """Mean cross-entropy of the batch (next-token cross-entropy for language modelling; over the masked
         positions for masked language modelling)."""
         if self.info.kind == "masked_lm":
             return F.cross_entropy(*self.masked_predictions(model, batch))
+        if self._scores_positions():
+            return F.cross_entropy(*self.scored_predictions(model, batch))
         logits = self.logits(model, batch)
         batch = to_device(batch, logits.device)
         if isinstance(batch, LMBatch):
@@ -319,7 +334,8 @@ class Task:
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str = "val", batch_size: int = 64) -> dict[str, float]:
         """``{"loss": mean loss, metric: value}``: accuracy for classification/images, perplexity for language
-        modelling (of the masked positions alone for masked language modelling)."""
+        modelling (of the masked positions alone for masked language modelling); a language-modelling task whose
+        metric is accuracy (``mqar``) counts the targets that are not ``IGNORE_INDEX``, and so does the loss."""
         was_training = model.training
         model.eval()
         total_loss, correct, count = 0.0, 0, 0
@@ -328,6 +344,12 @@ class Task:
                 logits, labels = self.masked_predictions(model, batch)
                 total_loss += float(F.cross_entropy(logits, labels, reduction="sum"))
                 count += labels.numel()
+                continue
+            if self._scores_positions():
+                logits, targets = self.scored_predictions(model, batch)
+                total_loss += float(F.cross_entropy(logits, targets, reduction="sum"))
+                correct += int((logits.argmax(dim=-1) == targets).sum())
+                count += targets.numel()
                 continue
             logits = self.logits(model, batch)
             batch = to_device(batch, logits.device)
@@ -343,8 +365,13 @@ class Task:
         if count == 0:
             self._fail(f"split {split!r} is empty")
         mean = total_loss / count
-        metric = math.exp(mean) if self.info.kind in ("language_model", "masked_lm") else correct / count
+        metric = math.exp(mean) if self.info.metric == "perplexity" else correct / count
         return {"loss": mean, self.info.metric: metric}
+
+    def reference_levels(self) -> dict[str, float]:
+        """Named levels of the metric to read results against (a chance level, a shortcut's floor); none by
+        default."""
+        return {}
 
     def describe(self) -> dict[str, Any]:
         """Split sizes and length statistics, for reports."""

@@ -2,7 +2,8 @@
 
 An item is a mixer name with inline options (``"swin:shift=true"``) or a ``[[mixers]]`` table: a ``label``
 (unique; it names the run folder), ``name`` (one mechanism) or ``pattern`` (one entry per layer), ``options``
-(the mechanism's, every layer) and ``model`` (``[model]`` settings for this entry only). :func:`parse_entry`
+(the mechanism's, every layer), ``model`` (``[model]`` settings for this entry only) and ``train`` (``[train]``
+fields for this entry only, e.g. its ``lr``). :func:`parse_entry`
 reads one and refuses, naming the item, whatever it cannot place.
 """
 
@@ -13,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.patterns import parse_layer_mixer, pattern_names
-from .schema import check_keys, fail
+from .schema import ENTRY_TRAIN_KEYS, check_keys, fail
 
 __all__ = ["MixerEntry", "parse_entry", "is_label"]
 
-_ENTRY_KEYS = {"label", "name", "pattern", "options", "model"}
+_ENTRY_KEYS = {"label", "name", "pattern", "options", "model", "train"}
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$")
 
 
@@ -34,6 +35,7 @@ class MixerEntry:
     pattern: tuple[str, ...]
     options: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)  # [train] fields for this entry only (e.g. its lr)
 
     @property
     def mixer(self) -> str | list[str]:
@@ -51,6 +53,8 @@ class MixerEntry:
             entry["options"] = dict(self.options)
         if self.model:
             entry["model"] = dict(self.model)
+        if self.train:
+            entry["train"] = dict(self.train)
         return entry
 
 
@@ -72,10 +76,11 @@ def parse_entry(item: Any, index: int) -> MixerEntry:
     label = item.get("label", "-".join(layer.name for layer in layers))
     if not is_label(label):
         fail(f"{where}.label must be a simple word (letters, digits, _ . + = -), got {label!r}")
-    options, model = item.get("options", {}), item.get("model", {})
-    for key, value in (("options", options), ("model", model)):
+    options, model, train = item.get("options", {}), item.get("model", {}), item.get("train", {})
+    for key, value in (("options", options), ("model", model), ("train", train)):
         if not isinstance(value, dict):
             fail(f"{where}.{key} must be a table, got {type(value).__name__}")
+    check_keys(train, ENTRY_TRAIN_KEYS, f"{where}.train")
     if len(layers) == 1:  # one mechanism: its inline options join the entry's (the entry's win)
-        return MixerEntry(label, (layers[0].name,), {**dict(layers[0].options), **options}, dict(model))
-    return MixerEntry(label, tuple(layer.label for layer in layers), dict(options), dict(model))
+        return MixerEntry(label, (layers[0].name,), {**dict(layers[0].options), **options}, dict(model), dict(train))
+    return MixerEntry(label, tuple(layer.label for layer in layers), dict(options), dict(model), dict(train))

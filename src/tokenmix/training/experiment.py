@@ -68,23 +68,25 @@ from ..study.claims import check_labels, parse_claims, parse_paper
 from .config import TrainConfig
 from .entries import MixerEntry, is_label, parse_entry
 from .overrides import apply_budget, apply_override, parse_overrides
-from .schema import (BASELINE, HARNESS_ROUNDS, PLOTS, RUN_SEED, TOP_KEYS, check_keys, check_report, fail, nones,
+from .schema import (BASELINE, DEFAULT_PLOTS, HARNESS_ROUNDS, NOT_RUN_KEYS, RUN_SEED, TOP_KEYS, check_keys, check_report, fail, nones,
                      resolve_train, table)
 
 __all__ = ["Experiment", "RunSpec", "load_experiment", "skip_reason", "DEFAULT_EXPERIMENT"]
 
-# The main job: generated data only (nothing to download), a task where context matters, so the pointwise
-# "mlp" baseline should trail the mechanisms that mix tokens. experiments/listops.toml is this, as a file.
+# The main job: which mechanism keeps recall (multi-query associative recall, generated: nothing to download);
+# softmax attention solves it, the point-wise "mlp" baseline stays at chance. experiments/mqar.toml is this, as a
+# file.
 DEFAULT_EXPERIMENT: dict[str, Any] = {
-    "name": "listops",
-    "description": "Six mechanisms on generated ListOps (LRA rules, short quick preset), 2 seeds.",
-    "seeds": [0, 1],
-    "task": {"name": "listops", "preset": "quick"},
-    "model": {"protocol": "default", "dim": 32, "depth": 2, "heads": 2},
-    "train": {"preset": "quick", "max_steps": 1500, "batch_size": 32, "lr": 3e-3, "eval_every": 250,
+    "name": "mqar",
+    "description": "Which mechanism keeps recall: six mechanisms on multi-query associative recall (64 tokens, 8 "
+                   "pairs).",
+    "seeds": [0],
+    "task": {"name": "mqar", "preset": "quick"},
+    "model": {"protocol": "default", "dim": 64, "depth": 2, "heads": 1},
+    "train": {"preset": "quick", "max_steps": 800, "batch_size": 64, "lr": 3e-3, "eval_every": 200,
               "patience": None},
-    "report": {"plots": list(PLOTS), "baseline": True},
-    "mixers": ["mlp", "softmax", "linear", "relation", "average", "cosformer"],
+    "report": {"plots": ["metric_vs_state", "metric_vs_time"], "baseline": True},
+    "mixers": ["softmax", "linear", "cosformer", "relation", "average", "mlp"],
 }
 
 
@@ -137,13 +139,16 @@ class Experiment:
                   f"got {data_seed!r}")
         model = {"protocol": "default", "dim": 32, "depth": 2, **nones(table(data, "model"))}
         train = resolve_train(nones(table(data, "train")))
-        report = {"plots": list(PLOTS), "baseline": True, "target_k": 1, "harness_rounds": HARNESS_ROUNDS,
+        report = {"plots": list(DEFAULT_PLOTS), "baseline": True, "target_k": 1, "harness_rounds": HARNESS_ROUNDS,
                   **nones(table(data, "report"))}
         check_report(report)
         mixers = data.get("mixers")
         if not isinstance(mixers, list) or not mixers:
             fail("'mixers' must be a non-empty list of mixer names or [[mixers]] tables")
         entries = [parse_entry(item, i) for i, item in enumerate(mixers)]
+        for entry in entries:
+            if entry.train:
+                _check_entry_train(entry, train)
         labels = [e.label for e in entries]
         duplicated = sorted({x for x in labels if labels.count(x) > 1})
         if duplicated:
@@ -194,13 +199,14 @@ class Experiment:
     def runs(self, task_kind: str) -> list[RunSpec]:
         """Every entry x seed, in file order (seed-major within an entry)."""
         self.check_mixers(task_kind)
-        train = {k: v for k, v in self.train.items() if k not in ("preset", "threads")}
+        train = {k: v for k, v in self.train.items() if k not in NOT_RUN_KEYS}
         train.update(target=self.report.get("target"), target_k=self.report.get("target_k", 1))
         runs = []
         for entry in self.entries_with_baseline(task_kind):
             model = {**self.model, **entry.model}
             for seed in self.seeds:
-                runs.append(RunSpec(entry.label, seed, entry.mixer, dict(entry.options), model, dict(train)))
+                runs.append(RunSpec(entry.label, seed, entry.mixer, dict(entry.options), model,
+                                    {**train, **entry.train}))
         return runs
 
     def threads(self, jobs: int = 1) -> int:
@@ -214,6 +220,17 @@ class Experiment:
         """The TrainConfig of ``run``: the preset, the file's fields, the run's seed and ``run_fields``."""
         return TrainConfig.preset(self.train.get("preset", "quick"), **{**run.train, "seed": run.seed,
                                                                         **run_fields})
+
+
+def _check_entry_train(entry: MixerEntry, train: dict[str, Any]) -> None:
+    """An entry's ``train`` over the file's ``[train]``, checked as :meth:`TrainConfig.preset` checks a run's."""
+    if "lr" in entry.train and train.get("lr_grid") is not None:
+        fail(f"mixer entry {entry.label!r} sets train.lr, but [train] lr_grid chooses every entry's rate")
+    merged = {**{k: v for k, v in train.items() if k not in NOT_RUN_KEYS}, **entry.train}
+    try:
+        TrainConfig.preset(train.get("preset", "quick"), **merged)
+    except (ValueError, TypeError) as error:
+        fail(f"mixer entry {entry.label!r}: train: {error}")
 
 
 def skip_reason(mixer: str, task_kind: str) -> str | None:

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ..tabulate import markdown_table
-from ..tasks import task_info
+from ..tasks import Task, task_info
 from .experiment import Experiment
 from .provenance import PROVENANCE_COLUMNS
 from .results import COLUMNS, write_csv
+from .statesize import plot_metric_vs_state, reading, state_sizes
 
 __all__ = ["write_report", "plot_histories"]
 
@@ -36,26 +37,37 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experiment, out: Path) -> list[str]:
-    """``results.csv``, ``report.md`` and the plots the experiment asks for; returns the notes it printed."""
+def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experiment, out: Path,
+                 task: Task | None = None) -> list[str]:
+    """``results.csv``, ``report.md`` and the plots the experiment asks for; returns the notes it printed. With
+    the plot ``metric_vs_state`` and the experiment's ``task``: each label's decoding state beside its row, the
+    plot against it and a paragraph reading it (:mod:`.statesize`)."""
     write_csv(out / "results.csv", COLUMNS + PROVENANCE_COLUMNS, rows)  # atomic: a reader sees old or new whole
     metric = rows[0]["metric"] if rows else "metric"
     higher = task_info(experiment.task["name"]).higher_is_better
     summary = sorted(_summary(rows), key=lambda s: s["mean"], reverse=higher)
-    train = experiment.train_config(experiment.runs(task_info(experiment.task["name"]).kind)[0])
+    runs = experiment.runs(task_info(experiment.task["name"]).kind)
+    train = experiment.train_config(runs[0])
+    lrs = {run.label: experiment.train_config(run).lr for run in runs}
+    per_label_lr = len(set(lrs.values())) > 1
     budget = f"{train.max_steps} steps" if train.max_steps is not None else f"{train.epochs} epochs"
     model = ", ".join(f"{k} {v}" for k, v in experiment.model.items() if v is not None)
     target = experiment.report.get("target")
-    task = experiment.task["name"]
-    lines = [f"# {experiment.name}" + (f": {task}" if task != experiment.name else ""), ""]
+    task_name = experiment.task["name"]
+    lines = [f"# {experiment.name}" + (f": {task_name}" if task_name != experiment.name else ""), ""]
     if experiment.description:
         lines += [experiment.description, ""]
     lines += [f"Model: {model}. Training: preset {experiment.train.get('preset', 'quick')}, {budget} of batch "
-              f"{train.batch_size}, {train.optimizer} lr {train.lr}, {train.schedule} schedule; seeds "
+              f"{train.batch_size}, {train.optimizer} "
+              f"{'at each label’s lr (column lr)' if per_label_lr else f'lr {train.lr}'}, {train.schedule} schedule; seeds "
               f"{', '.join(map(str, experiment.seeds))}. Value: test {metric} of the best-validation weights, "
               f"mean ± sd over seeds ({'higher' if higher else 'lower'} is better). Peak memory: the training "
               f"loop's peak above the memory of its process before it (each run in a fresh process).", ""]
+    plots = experiment.report.get("plots", [])
+    sizes = state_sizes(task, experiment) if task is not None and "metric_vs_state" in plots else {}
     header = ["rank", "label", "mixer", f"test {metric}", "runs", "s / epoch", "params", "peak MiB"]
+    header += [f"state at {task.max_len} tokens (bytes)"] if sizes else []
+    header += ["lr"] if per_label_lr else []
     header += [f"time to {target} (s, runs reaching it)"] if target is not None else []
     table = []
     for rank, s in enumerate(summary, 1):
@@ -66,8 +78,18 @@ def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experi
         spread = f"± {s['sd']:.4f}" if s["runs"] > 1 else "(1 seed)"  # no sd from one sample
         table.append([str(rank), s["label"], s["mixer"], f"{s['mean']:.4f} {spread}", str(s["runs"]),
                       f"{s['epoch_s']:.2f}", f"{s['params']:,}", f"{s['peak_mb']:.1f}", *cell])
+        if sizes:
+            size, grows = sizes.get(s["label"], (None, False))
+            table[-1].append("-" if size is None else f"{size:,}" + (" (grows)" if grows else ""))
+        if per_label_lr:
+            table[-1].append(f"{lrs[s['label']]:g}")
     lines += markdown_table(header, table).split("\n")
-    notes = plot_histories(histories, summary, metric, out, experiment.report.get("plots", []))
+    notes = plot_histories(histories, summary, metric, out, [p for p in plots if p != "metric_vs_state"])
+    if sizes and higher:
+        levels = task.reference_levels()
+        lines += [""] + reading(summary, sizes, levels, task.max_len)
+        if not notes and "metric_vs_state" in plots:
+            plot_metric_vs_state(summary, sizes, levels, metric, task.max_len, out)
     if notes:
         lines += [""] + notes
     (out / "report.md").write_text("\n".join(lines) + "\n")

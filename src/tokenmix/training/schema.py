@@ -17,12 +17,13 @@ from ..protocols import TRAIN_PRESETS
 from ..validate import is_positive_int
 from .config import TrainConfig
 
-__all__ = ["TOP_KEYS", "MODEL_KEYS", "REPORT_KEYS", "RUN_SEED", "BASELINE", "PLOTS", "HARNESS_ROUNDS", "fail",
+__all__ = ["TOP_KEYS", "MODEL_KEYS", "REPORT_KEYS", "RUN_SEED", "BASELINE", "PLOTS", "DEFAULT_PLOTS", "NOT_RUN_KEYS", "ENTRY_TRAIN_KEYS", "HARNESS_ROUNDS", "fail",
            "check_keys", "table", "nones", "resolve_train", "check_report"]
 
 RUN_SEED = "run"  # [task] seed = "run": each run's data from the run's own seed (results.run_config hashes it so)
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1
-PLOTS = ("metric_vs_time", "metric_vs_epoch_time")
+PLOTS = ("metric_vs_time", "metric_vs_epoch_time", "metric_vs_state")
+DEFAULT_PLOTS = PLOTS[:2]  # what a file that names no plots gets (metric_vs_state: causal LMs, e.g. MQAR)
 HARNESS_ROUNDS = 10  # rounds of the step-time harness when the file does not set [report] harness_rounds
 TOP_KEYS = {"name", "description", "seeds", "task", "model", "train", "report", "mixers", "budgets", "claims",
             "paper"}
@@ -31,7 +32,12 @@ REPORT_KEYS = {"metric", "target", "target_k", "plots", "baseline", "harness_rou
                "targets_beside", "harness_lengths", "harness_only", "harness_memory"}
 # TrainConfig fields an experiment sets; seed/out_dir/resume/progress belong to each run, not to the file.
 _RUN_FIELDS = {"seed", "out_dir", "resume", "progress", "target", "target_k"}
-_TRAIN_KEYS = ({f.name for f in fields(TrainConfig)} - _RUN_FIELDS) | {"preset", "threads"}
+# [train] keys that are not a run's TrainConfig: the preset, threads, and the learning-rate stage (lr_grid: the
+# rates each entry is first trained at, on the seeds lr_seeds; the best validation metric picks each entry's rate
+# for its seeds: tokenmix.training.lrstage)
+NOT_RUN_KEYS = ("preset", "threads", "lr_grid", "lr_seeds")
+ENTRY_TRAIN_KEYS = {f.name for f in fields(TrainConfig)} - _RUN_FIELDS  # what a [[mixers]] entry's train sets
+_TRAIN_KEYS = ENTRY_TRAIN_KEYS | set(NOT_RUN_KEYS)
 
 
 def fail(message: str) -> None:
@@ -70,16 +76,34 @@ def resolve_train(train: dict[str, Any]) -> dict[str, Any]:
         fail(f"[train] threads must be a positive int, got {threads!r}")
     if "betas" in train and isinstance(train["betas"], list):
         train["betas"] = tuple(train["betas"])
+    _check_lr_stage(train)
     if train.get("max_steps") is not None and "epochs" not in train:
         train["epochs"] = None  # a step budget replaces a preset's epochs
     if train.get("epochs") is not None and "max_steps" not in train:
         train["max_steps"] = None
-    config = {k: v for k, v in train.items() if k not in ("preset", "threads")}
+    config = {k: v for k, v in train.items() if k not in NOT_RUN_KEYS}
     try:
         TrainConfig.preset(preset, **config)  # checks itself
     except (ValueError, TypeError) as error:
         fail(f"[train] {error}")
     return train
+
+
+def _check_lr_stage(train: dict[str, Any]) -> None:
+    grid, seeds = train.get("lr_grid"), train.get("lr_seeds")
+    if grid is None:
+        if seeds is not None:
+            fail("[train] lr_seeds needs lr_grid (the rates the first stage tries)")
+        return
+    if (not isinstance(grid, list) or len(grid) < 2 or len(set(grid)) != len(grid)
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+                       for x in grid)):
+        fail(f"[train] lr_grid must be a list of at least two distinct positive learning rates, got {grid!r}")
+    if "lr" in train:
+        fail("[train] sets both lr and lr_grid: with lr_grid every entry's rate is chosen on validation")
+    if seeds is not None and (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+                              or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+        fail(f"[train] lr_seeds must be a non-empty list of distinct ints >= 0, got {seeds!r}")
 
 
 def check_report(report: dict[str, Any]) -> None:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..tabulate import text_table
-from ..tasks import Task
+from ..tasks import Task, task_info
 from ..validate import is_positive_int
 from .executor import RESULT_FILE, die_with_parent, read_result, run_dir, run_one, submit_runs
 from .build import build_model, make_task, plan_task
@@ -58,6 +58,7 @@ from .tomlfile import to_toml
 from .warmstart import split_warm_start, teacher_file
 from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
+from .lrstage import LR_STAGE_DIR, choose_rates, has_lr_stage, lr_stage, with_rates, write_choice
 from .numerics import PINNED, PINNED_ENV
 from .locks import FolderLock
 from .power import attainable_lines
@@ -220,6 +221,10 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     if cluster_options and executor != "submitit":
         raise ValueError("cluster options (--cluster) need --executor submitit")
     out = Path(out_dir)
+    if has_lr_stage(experiment):
+        return _two_stages(experiment, out, dry_run=dry_run, left_out=left_out, jobs=jobs, isolate=isolate,
+                           progress=progress, results_dir=results_dir, commit=commit, executor=executor,
+                           cluster_options=cluster_options, reuse=reuse, pin=pin, repin=repin)
     if dry_run:  # as the task states itself where it can: no data loaded (or fetched)
         print(dry_run_table(experiment, *plan(experiment, plan_task(experiment)), jobs=jobs, results_dir=results_dir,
                             left_out=left_out))
@@ -233,6 +238,28 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
         return _compare_locked(experiment, out, task, planned, jobs=jobs, isolate=isolate, progress=progress,
                                results_dir=results_dir, commit=commit, executor=executor,
                                cluster_options=cluster_options, reuse=reuse and not repin, pin=pin, repin=repin)
+
+
+def _two_stages(experiment: Experiment, out: Path, *, dry_run: bool, left_out: dict[str, frozenset] | None,
+                **common: Any) -> list[dict[str, Any]]:
+    """An experiment with ``[train] lr_grid`` (:mod:`.lrstage`): its learning-rate stage into ``out/lr-stage``,
+    the rates chosen on validation, then the experiment at them into ``out``."""
+    info = task_info(experiment.task["name"])
+    stage = lr_stage(experiment, info.kind)
+    if dry_run:
+        compare(stage, out / LR_STAGE_DIR, dry_run=True, **common)
+        first = experiment.train["lr_grid"][0]
+        print(f"\nthen, each entry at the rate its learning-rate stage chooses on validation (planned here at "
+              f"{first:g}); the runs of lr_seeds at that rate are the stage's own, reused:\n")
+        labels = [e.label for e in experiment.entries_with_baseline(info.kind)]
+        return compare(with_rates(experiment, info.kind, dict.fromkeys(labels, first)), out, dry_run=True,
+                       left_out=left_out, **common)
+    rows = compare(stage, out / LR_STAGE_DIR, **common)
+    chosen = choose_rates(experiment, info.kind, rows, info.higher_is_better)
+    out.mkdir(parents=True, exist_ok=True)
+    print("rates chosen on validation: " + ", ".join(f"{label} {lr:g}" for label, lr in chosen.items()), flush=True)
+    write_choice(out / "lr-choice.csv", experiment, info.kind, rows, chosen)
+    return compare(with_rates(experiment, info.kind, chosen), out, left_out=left_out, **common)
 
 
 def record_lock(results_dir: str | Path, name: str, out: str | Path) -> FolderLock:
@@ -311,7 +338,7 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
             else result_row(experiment, p.spec, results[p.spec.key]) for p in planned]
     histories = {(p.spec.label, p.spec.seed): recorded[p.spec.key][1] if p.spec.key in recorded
                  else results[p.spec.key]["history"] for p in planned}
-    write_report(rows, histories, experiment, out)
+    write_report(rows, histories, experiment, out, task)
     return rows
 
 

@@ -1,0 +1,122 @@
+"""The learning-rate stage (``[train] lr_grid``): every entry at every rate first, each entry's rate chosen on
+validation (never on test), then the seeds at the chosen rate, reusing the stage's runs; per-entry ``train``; and
+the leaderboard's state sizes and reading."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tokenmix.models import CausalLM
+from tokenmix.training import sweep
+from tokenmix.training.experiment import Experiment
+from tokenmix.training.lrstage import choose_rates, lr_stage, stage_label, with_rates
+from tokenmix.training.statesize import reading
+
+BASE = {
+    "name": "lrtest", "seeds": [0, 1],
+    "task": {"name": "mqar", "seq_len": 32, "num_pairs": 4, "vocab_size": 64, "train_size": 64, "val_size": 16,
+             "test_size": 16},
+    "model": {"dim": 16, "depth": 1},
+    "train": {"max_steps": 2, "eval_every": 1, "batch_size": 16, "lr_grid": [1e-3, 1e-2], "patience": None},
+    "report": {"plots": ["metric_vs_state"]},
+    "mixers": ["softmax", {"label": "lin", "name": "linear", "train": {"weight_decay": 0.0}}],
+}
+
+
+def experiment(**changes) -> Experiment:
+    data = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        data[key] = value
+    return Experiment.from_dict(data)
+
+
+def test_the_stage_trains_every_entry_and_the_baseline_at_every_rate_on_lr_seeds():
+    stage = lr_stage(experiment(), "language_model")
+    assert stage.name == "lrtest-lr" and stage.seeds == [0] and not stage.claims
+    runs = stage.runs("language_model")
+    assert [(r.label, r.train["lr"]) for r in runs] == [
+        ("softmax.lr0.001", 1e-3), ("softmax.lr0.01", 1e-2), ("lin.lr0.001", 1e-3), ("lin.lr0.01", 1e-2),
+        ("mlp.lr0.001", 1e-3), ("mlp.lr0.01", 1e-2)]
+    assert all(r.train["weight_decay"] == 0.0 for r in runs if r.label.startswith("lin"))
+    assert all("lr_grid" not in r.train for r in runs)
+
+
+def test_rates_are_chosen_on_validation_never_on_test():
+    e = experiment(train={**BASE["train"], "lr_seeds": [0, 1]})
+    rows = []
+    for label in ("softmax", "lin", "mlp"):
+        for lr, best_val, value in ((1e-3, 0.5, 0.9), (1e-2, 0.6, 0.1)):  # test disagrees with validation
+            rows += [{"label": stage_label(label, lr), "seed": s, "best_val": best_val + 0.01 * s, "value": value}
+                     for s in (0, 1)]
+    assert choose_rates(e, "language_model", rows, higher_is_better=True) == dict.fromkeys(("softmax", "lin", "mlp"),
+                                                                                         1e-2)
+    assert choose_rates(e, "language_model", rows, higher_is_better=False)["lin"] == 1e-3
+    with pytest.raises(ValueError, match="1 of 2 runs of 'lin.lr0.01'"):
+        choose_rates(e, "language_model", [r for r in rows if not (r["label"] == "lin.lr0.01" and r["seed"] == 1)],
+                     True)
+
+
+def test_chosen_rates_become_the_entries_and_the_grid_is_refused_beside_an_lr():
+    final = with_rates(experiment(), "language_model", {"softmax": 1e-2, "lin": 1e-3, "mlp": 1e-3})
+    assert {r.label: r.train["lr"] for r in final.runs("language_model")} == {"softmax": 1e-2, "lin": 1e-3,
+                                                                              "mlp": 1e-3}
+    assert "lr_grid" not in final.train
+    with pytest.raises(ValueError, match="both lr and lr_grid"):
+        experiment(train={**BASE["train"], "lr": 1e-3})
+    with pytest.raises(ValueError, match="entry 'lin' sets train.lr"):
+        experiment(mixers=[{"label": "lin", "name": "linear", "train": {"lr": 1e-3}}])
+    with pytest.raises(ValueError, match=r"no_such.*in mixers\[0\].train"):
+        experiment(mixers=[{"label": "lin", "name": "linear", "train": {"no_such": 1}}])
+    with pytest.raises(ValueError, match="lr_grid must be a list of at least two"):
+        experiment(train={**BASE["train"], "lr_grid": [1e-3]})
+
+
+def test_two_stages_end_to_end_reuse_the_stage_runs_at_the_chosen_rate(tmp_path, monkeypatch):
+    trained = []
+    real = sweep.run_one
+
+    def spy(data, label, seed, *args, **kwargs):
+        trained.append((data["name"], label, seed))
+        return real(data, label, seed, *args, **kwargs)
+
+    monkeypatch.setattr(sweep, "run_one", spy)
+    rows = sweep.compare(experiment(), tmp_path / "out", isolate=False, progress=False, results_dir=tmp_path / "rec")
+    stage_runs = [t for t in trained if t[0] == "lrtest-lr"]
+    assert len(stage_runs) == 6
+    # the final stage trains seed 1 of each entry only: seed 0 at the chosen rate is the stage's run, reused
+    assert sorted((label, seed) for name, label, seed in trained if name == "lrtest") == [
+        ("lin", 1), ("mlp", 1), ("softmax", 1)]
+    assert {r["label"] for r in rows} == {"softmax", "lin", "mlp"} and len(rows) == 6
+    choice = (tmp_path / "out" / "lr-choice.csv").read_text().splitlines()
+    assert choice[0] == "label,lr,mean_best_val,seeds,chosen" and len(choice) == 7
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Reading: recall against state" in report and "(grows)" in report
+
+
+def test_the_dry_run_plans_both_stages(tmp_path, capsys):
+    sweep.compare(experiment(), tmp_path / "out", dry_run=True)
+    printed = capsys.readouterr().out
+    assert "experiment 'lrtest-lr'" in printed and "experiment 'lrtest'" in printed
+    assert "chooses on validation" in printed and not (tmp_path / "out").exists()
+
+
+def test_state_bytes_grow_for_a_cache_and_stay_for_a_state():
+    softmax, linear = CausalLM(64, "softmax", 16, 2, 32, num_heads=2), CausalLM(64, "linear", 16, 2, 32, num_heads=2)
+    # softmax: keys and values of every token, 2 layers x 2 x (tokens x 16 floats)
+    assert softmax.state_bytes(32) == 2 * 2 * 32 * 16 * 4 and softmax.state_bytes(16) == 2 * 2 * 16 * 16 * 4
+    assert linear.state_bytes(32) == linear.state_bytes(3) > 0
+    assert CausalLM(64, "mlp", 16, 2, 32).state_bytes() == 0
+    with pytest.raises(ValueError, match="length must be an int in"):
+        softmax.state_bytes(33)
+
+
+def test_the_reading_places_each_label_at_the_lowest_level_it_does_not_beat():
+    summary = [{"label": "softmax", "mean": 0.99}, {"label": "lin", "mean": 0.15}, {"label": "rel", "mean": 0.01},
+               {"label": "mlp", "mean": 0.008}]
+    sizes = {"softmax": (65536, True), "lin": (16912, False), "rel": (520, False), "mlp": (0, False)}
+    text = " ".join(reading(summary, sizes, {"chance (1/V)": 1 / 128, "copy (1/P)": 1 / 8}, 64))
+    assert "softmax (0.990, 65,536 bytes)" in text and "from lin (0.150, 16,912 bytes) down to rel" in text
+    assert "Chance (1/V): 0.008; no better than 1.5 times it: rel." in text
+    assert "Copy (1/P): 0.125; no better than 1.5 times it: lin." in text
