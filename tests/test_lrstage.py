@@ -120,3 +120,24 @@ def test_the_reading_places_each_label_at_the_lowest_level_it_does_not_beat():
     assert "softmax (0.990, 65,536 bytes)" in text and "from lin (0.150, 16,912 bytes) down to rel" in text
     assert "Chance (1/V): 0.008; no better than 1.5 times it: rel." in text
     assert "Copy (1/P): 0.125; no better than 1.5 times it: lin." in text
+
+
+def test_before_any_row_the_dry_run_estimates_from_the_step_time_harness(tmp_path, capsys, monkeypatch):
+    import tokenmix.training.estimate as estimate
+
+    monkeypatch.setattr(estimate, "RECORD_DIR", tmp_path / "record")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rows = ["experiment,label,kind,length,batch,round,step_s,threads,peak_mb,memory",
+            *(f"lrtest,{label},experiment,32,16,{r},{step},1,," for label, step in (("softmax", 1.0), ("lin", 2.0),
+                                                                                  ("mlp", 0.5)) for r in (0, 1))]
+    (docs / "lrtest-steptime.csv").write_text("\n".join(rows) + "\n")
+    sweep.compare(experiment(), tmp_path / "out", dry_run=True, jobs=1, results_dir=docs)
+    printed = capsys.readouterr().out
+    # the stage: 3 labels x 2 rates x 1 seed x 2 steps; then 3 labels x 2 seeds x 2 steps (seconds per step 1, 2, 0.5)
+    assert printed.count("nothing recorded yet") == 2
+    assert "estimated time: 0 min of training at --jobs 1" in printed
+    stage = estimate.steptime_estimate("lrtest-lr", lr_stage(experiment(), "language_model").runs("language_model"),
+                                       [docs], {r.key: 2 for r in lr_stage(experiment(), "language_model")
+                                                .runs("language_model")})
+    assert stage.steptime and stage.seconds == 2 * 2 * (1.0 + 2.0 + 0.5)

@@ -8,6 +8,7 @@ record in ``docs/reproduction`` was measured on 2 CPU cores, two runs at a time 
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -15,7 +16,7 @@ from typing import Iterable, Sequence
 from .experiment import RunSpec
 from .results import read_csv
 
-__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "borrowed_estimate", "borrowed_note", "estimate_line",
+__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "borrowed_estimate", "steptime_estimate", "borrowed_note", "estimate_line",
            "hours"]
 
 RECORD_DIR = Path("docs/reproduction")  # the committed record, relative to a checkout
@@ -33,6 +34,7 @@ class TimeEstimate:
     unmatched: int = 0
     borrowed: bool = False  # from other experiments' records (:func:`borrowed_estimate`)
     borrowed_runs: int = 0  # of a recorded experiment: runs whose label has no row, timed as in :func:`borrowed_estimate`
+    steptime: bool = False  # from the step-time harness's rows (:func:`steptime_estimate`), nothing trained yet
 
     @property
     def seconds(self) -> float:
@@ -105,8 +107,35 @@ def estimate_time(name: str, runs: Sequence[RunSpec], folders: Iterable[str | Pa
             chosen = mine or label or rows
             per_run[run.key] = sum(_scaled(row, wall, planned) for row, wall in chosen) / len(chosen)
         return TimeEstimate(per_run, csv, len(rows), borrowed_runs=borrowed_runs)
-    if can_borrow:
-        return borrowed_estimate(runs, folders, steps, params, task, threads)
+    found = borrowed_estimate(runs, folders, steps, params, task, threads) if can_borrow else None
+    if found is None and steps:
+        found = steptime_estimate(name, runs, folders, steps)
+    return found
+
+
+def steptime_estimate(name: str, runs: Sequence[RunSpec], folders: Sequence[Path],
+                      steps: dict[str, int]) -> TimeEstimate | None:
+    """Before any run is recorded: per run, the median time of one training step of its label at the
+    experiment's shapes, measured by ``tokenmix steptime --config <file>`` (``<name>-steptime.csv``, rows of
+    kind "experiment"), times its planned steps. A learning-rate stage (``<name>-lr``, labels
+    ``<label>.lr<rate>``) reads its experiment's file and labels. None without such rows."""
+    base = name[:-len("-lr")] if name.endswith("-lr") else name
+    for folder in folders:
+        csv = Path(folder) / f"{base}-steptime.csv"
+        times: dict[str, list[float]] = {}
+        for row in read_csv(csv)[1]:
+            if row.get("kind") == "experiment" and row.get("step_s"):
+                times.setdefault(row["label"], []).append(float(row["step_s"]))
+        if not times:
+            continue
+        per_run = {}
+        for run in runs:
+            label = run.label if run.label in times or base == name else run.label.rsplit(".lr", 1)[0]
+            if label in times and run.key in steps:
+                per_run[run.key] = statistics.median(times[label]) * steps[run.key]
+        if per_run:
+            return TimeEstimate(per_run, csv, sum(map(len, times.values())), len(runs) - len(per_run),
+                                steptime=True)
     return None
 
 
@@ -150,6 +179,12 @@ def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: 
     if estimate is None:
         where = " or ".join(dict.fromkeys(str(Path(f) / f"{name}.csv") for f in folders if f is not None))
         return f"estimated time: no estimate (no recorded run with a wall time in {where})"
+    if estimate.steptime:
+        left = f"; {estimate.unmatched} runs have no timed label and are not counted" if estimate.unmatched else ""
+        return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (nothing recorded "
+                f"yet: each label's median training step in {estimate.csv} ({estimate.recorded} timings, one "
+                f"process), times the planned steps; evaluations and two runs sharing the cores not "
+                f"counted{left})")
     if estimate.borrowed:
         left = (f"; {estimate.unmatched} runs have no comparable record and are not counted"
                 if estimate.unmatched else "")

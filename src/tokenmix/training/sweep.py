@@ -249,11 +249,13 @@ def _two_stages(experiment: Experiment, out: Path, *, dry_run: bool, left_out: d
     if dry_run:
         compare(stage, out / LR_STAGE_DIR, dry_run=True, **common)
         first = experiment.train["lr_grid"][0]
+        final = with_rates(experiment, info.kind, dict.fromkeys(
+            [e.label for e in experiment.entries_with_baseline(info.kind)], first))
+        reused = [s for s in final.seeds if s in stage.seeds]
         print(f"\nthen, each entry at the rate its learning-rate stage chooses on validation (planned here at "
-              f"{first:g}); the runs of lr_seeds at that rate are the stage's own, reused:\n")
-        labels = [e.label for e in experiment.entries_with_baseline(info.kind)]
-        return compare(with_rates(experiment, info.kind, dict.fromkeys(labels, first)), out, dry_run=True,
-                       left_out=left_out, **common)
+              f"{first:g}); seed(s) {', '.join(map(str, reused)) or 'none'} at that rate are the stage's own runs, "
+              f"reused with --results (the estimate below still counts them):\n")
+        return compare(final, out, dry_run=True, left_out=left_out, **common)
     rows = compare(stage, out / LR_STAGE_DIR, **common)
     chosen = choose_rates(experiment, info.kind, rows, info.higher_is_better)
     out.mkdir(parents=True, exist_ok=True)
