@@ -289,12 +289,12 @@ def test_status_before_any_run_estimates_the_time_from_recorded_runs(tmp_path, m
     assert main(command) == 0
     assert "time left unknown (no finished run yet, and no recorded one to go by)" in capsys.readouterr().out
     (tmp_path / "record").mkdir()
-    (tmp_path / "record" / "listops.csv").write_text("label,seed,steps,wall_s\nrelation,0,6,600\nmlp,0,12,480\n")
+    (tmp_path / "record" / "mqar.csv").write_text("label,seed,steps,wall_s\nrelation,0,6,600\nmlp,0,12,480\n")
     assert main(command) == 0
     text = capsys.readouterr().out
     # relation 600 s, mlp half of its 12-step row's 480 s (6 steps planned): 840 s over 2 jobs
     assert ("0/2 done, 2 remaining (0 partial); estimated time left 7 min 0 s at --jobs 2 (from the training wall "
-            f"time of 2 recorded runs in {tmp_path / 'record' / 'listops.csv'})") in text
+            f"time of 2 recorded runs in {tmp_path / 'record' / 'mqar.csv'})") in text
 
 
 def test_status_of_a_new_experiment_borrows_from_comparable_records(tmp_path, monkeypatch, capsys):

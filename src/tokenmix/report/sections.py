@@ -9,7 +9,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..study.claims import SLOPES, Claim, PaperText
 from ..training.power import design_floor, left_out_seeds
@@ -49,6 +49,14 @@ def harness_only(study: Study) -> bool:
     return bool(study.experiment.report.get("harness_only", False))
 
 
+def _lr_text(experiment: Any, config: Any) -> str:
+    grid = experiment.train.get("lr_grid")
+    if grid is None:
+        return f"lr {config.lr:g}"
+    return (f"lr chosen per configuration on validation from {', '.join(f'{x:g}' for x in grid)} (seeds "
+            f"{', '.join(map(str, experiment.train.get('lr_seeds') or experiment.seeds[:1]))}; `lr-choice.csv`)")
+
+
 def harness_command(study: Study) -> str:
     """The ``tokenmix steptime`` command that measures the study's harness claims: ``--scaling`` (its ``[report]
     harness_lengths``) where claims read lengths, else the experiment's own batch; ``--scaling --inference`` for
@@ -71,9 +79,10 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
     from tokenmix.tasks import task_info
     from tokenmix.training.config import TrainConfig
     from tokenmix.training.estimate import estimate_time, hours
+    from tokenmix.training.schema import NOT_RUN_KEYS
 
     experiment = study.experiment
-    fields = {k: v for k, v in experiment.train.items() if k not in ("preset", "threads")}
+    fields = {k: v for k, v in experiment.train.items() if k not in NOT_RUN_KEYS}
     config = TrainConfig.preset(experiment.train["preset"], **fields)
     budget = f"{config.max_steps:,} steps" if config.max_steps is not None else f"{config.epochs} epochs"
     every = f"evaluation every {config.eval_every} steps" if config.eval_every else "evaluation once per epoch"
@@ -113,7 +122,8 @@ def run_here(study: Study, data: Path | None = None) -> list[str]:
     return [
         f"- **Data.** {study.paper.data}",
         f"- **Scale here** (`{study.file}`): task `{experiment.task['name']}` ({task}); model {model}; training "
-        f"preset `{experiment.train['preset']}`: {config.optimizer} lr {config.lr:g}, batch {config.batch_size}, "
+        f"preset `{experiment.train['preset']}`: {config.optimizer} {_lr_text(experiment, config)}, batch "
+        f"{config.batch_size}, "
         f"{budget}, {config.schedule} schedule, {every}{goal}; {len(seeds)} seeds ({', '.join(map(str, seeds))}); "
         f"{len(labels)} configurations: {', '.join(labels)}.",
         "- **Data per run.** " + (f"Each run's task seed is the run's own (`[task] seed = \"run\"`); it draws "
