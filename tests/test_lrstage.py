@@ -135,9 +135,15 @@ def test_before_any_row_the_dry_run_estimates_from_the_step_time_harness(tmp_pat
     sweep.compare(experiment(), tmp_path / "out", dry_run=True, jobs=1, results_dir=docs)
     printed = capsys.readouterr().out
     # the stage: 3 labels x 2 rates x 1 seed x 2 steps; then 3 labels x 2 seeds x 2 steps (seconds per step 1, 2, 0.5)
-    assert printed.count("nothing recorded yet") == 2
+    assert printed.count("not recorded yet") == 2 and "nothing recorded to scale by" in printed
     assert "estimated time: 0 min of training at --jobs 1" in printed
     stage = estimate.steptime_estimate("lrtest-lr", lr_stage(experiment(), "language_model").runs("language_model"),
                                        [docs], {r.key: 2 for r in lr_stage(experiment(), "language_model")
                                                 .runs("language_model")})
     assert stage.steptime and stage.seconds == 2 * 2 * (1.0 + 2.0 + 0.5)
+    # a recorded run whose step took twice the harness's scales every estimate by 2
+    (docs / "lrtest-lr.csv").write_text("label,seed,steps,wall_s\nsoftmax.lr0.001,0,2,4.0\n")
+    scaled = estimate.steptime_estimate("lrtest", experiment().runs("language_model"), [docs],
+                                        {r.key: 2 for r in experiment().runs("language_model")})
+    assert scaled.factor == 2.0 and scaled.calibrated == 1 and scaled.seconds == 2 * 2 * 2 * (1.0 + 2.0 + 0.5)
+    assert "times 2.00: the recorded runs' time per step" in estimate.estimate_line(scaled, 1, "lrtest", [docs])

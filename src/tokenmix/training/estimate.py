@@ -35,6 +35,8 @@ class TimeEstimate:
     borrowed: bool = False  # from other experiments' records (:func:`borrowed_estimate`)
     borrowed_runs: int = 0  # of a recorded experiment: runs whose label has no row, timed as in :func:`borrowed_estimate`
     steptime: bool = False  # from the step-time harness's rows (:func:`steptime_estimate`), nothing trained yet
+    factor: float = 1.0  # steptime: the recorded runs' time per step over the harness's (1.0: none recorded)
+    calibrated: int = 0  # steptime: the recorded runs the factor comes from
 
     @property
     def seconds(self) -> float:
@@ -117,27 +119,52 @@ def steptime_estimate(name: str, runs: Sequence[RunSpec], folders: Sequence[Path
                       steps: dict[str, int]) -> TimeEstimate | None:
     """Before any run is recorded: per run, the median time of one training step of its label at the
     experiment's shapes, measured by ``tokenmix steptime --config <file>`` (``<name>-steptime.csv``, rows of
-    kind "experiment"), times its planned steps. A learning-rate stage (``<name>-lr``, labels
-    ``<label>.lr<rate>``) reads its experiment's file and labels. None without such rows."""
+    kind "experiment"), times its planned steps, times how much longer recorded runs' steps took than the harness's
+    (:func:`_calibration`). A learning-rate stage (``<name>-lr``, labels ``<label>.lr<rate>``) reads its
+    experiment's file and labels. None without such rows."""
     base = name[:-len("-lr")] if name.endswith("-lr") else name
     for folder in folders:
         csv = Path(folder) / f"{base}-steptime.csv"
-        times: dict[str, list[float]] = {}
-        for row in read_csv(csv)[1]:
-            if row.get("kind") == "experiment" and row.get("step_s"):
-                times.setdefault(row["label"], []).append(float(row["step_s"]))
-        if not times:
+        harness = _harness_times(csv)
+        if not harness:
             continue
+        factor, calibrated = _calibration(Path(folder))
         per_run = {}
         for run in runs:
-            label = run.label if run.label in times or base == name else run.label.rsplit(".lr", 1)[0]
-            if label in times and run.key in steps:
-                per_run[run.key] = statistics.median(times[label]) * steps[run.key]
+            label = run.label if run.label in harness or base == name else run.label.rsplit(".lr", 1)[0]
+            if label in harness and run.key in steps:
+                per_run[run.key] = factor * harness[label] * steps[run.key]
         if per_run:
-            return TimeEstimate(per_run, csv, sum(map(len, times.values())), len(runs) - len(per_run),
-                                steptime=True)
+            return TimeEstimate(per_run, csv, len(harness), len(runs) - len(per_run), steptime=True, factor=factor,
+                                calibrated=calibrated)
     return None
 
+
+def _harness_times(csv: Path) -> dict[str, float]:
+    """Each label's median training step (rows of kind "experiment") in a ``<name>-steptime.csv``."""
+    times: dict[str, list[float]] = {}
+    for row in read_csv(csv)[1]:
+        if row.get("kind") == "experiment" and row.get("step_s"):
+            times.setdefault(row["label"], []).append(float(row["step_s"]))
+    return {label: statistics.median(values) for label, values in times.items()}
+
+
+def _calibration(folder: Path) -> tuple[float, int]:
+    """How much longer a recorded run's training step took than the harness's for its label (pinned numerics,
+    runs sharing the cores): the median ratio over the rows of every experiment in ``folder`` that has both
+    step-time rows and recorded runs (``<name>.csv`` and its learning-rate stage's ``<name>-lr.csv``), and how
+    many rows gave it; (1.0, 0) without such rows."""
+    ratios = []
+    for timed in sorted(folder.glob("*-steptime.csv")):
+        base = timed.name[:-len("-steptime.csv")]
+        harness = _harness_times(timed)
+        for csv, stage in ((folder / f"{base}.csv", False), (folder / f"{base}-lr.csv", True)):
+            for row in read_csv(csv)[1]:
+                wall, took = _wall(row), _took(row)
+                label = row.get("label", "").rsplit(".lr", 1)[0] if stage else row.get("label", "")
+                if wall is not None and took > 0 and harness.get(label, 0) > 0:
+                    ratios.append(wall / took / harness[label])
+    return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
 
 def _per_step(row: dict[str, str], wall: float) -> float | None:
     took = _took(row)
@@ -181,10 +208,12 @@ def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: 
         return f"estimated time: no estimate (no recorded run with a wall time in {where})"
     if estimate.steptime:
         left = f"; {estimate.unmatched} runs have no timed label and are not counted" if estimate.unmatched else ""
-        return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (nothing recorded "
-                f"yet: each label's median training step in {estimate.csv} ({estimate.recorded} timings, one "
-                f"process), times the planned steps; evaluations and two runs sharing the cores not "
-                f"counted{left})")
+        scaled = (f", times {estimate.factor:.2f}: the recorded runs' time per step over the harness's (median of "
+                  f"{estimate.calibrated} runs: pinned numerics, runs sharing the cores)" if estimate.calibrated
+                  else "; runs sharing the cores and pinned numerics not counted: nothing recorded to scale by")
+        return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (not recorded yet: "
+                f"each label's median training step in {estimate.csv} ({estimate.recorded} labels timed, one process), "
+                f"times the planned steps{scaled}; evaluations not counted{left})")
     if estimate.borrowed:
         left = (f"; {estimate.unmatched} runs have no comparable record and are not counted"
                 if estimate.unmatched else "")
