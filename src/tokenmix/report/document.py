@@ -323,7 +323,7 @@ def render(data: Path, out: Path, experiments: Path = Path("experiments"), plots
             body += section
             results.append((paper, study, outcomes))
         if paper.key in PAPER_EXTRAS:
-            body += PAPER_EXTRAS[paper.key](data) + [""]
+            body += PAPER_EXTRAS[paper.key](data, experiments=experiments, out=out, plots=plots) + [""]
         outcomes = {o.claim.text: o for study in studies for o in done[study.name][1] or []}
         body += ledger_section(paper, outcomes, known={c.text for study in studies for c in study.claims})
         coverage_rows.append(coverage_row(paper, outcomes, all(c.added for study in studies for c in study.claims)))

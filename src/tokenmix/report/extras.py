@@ -1,5 +1,6 @@
-"""Sections of the report beside the claims: 004's generated texts, 003's best K and default context, and the
-``tokenmix speed`` tables of 001 and 002 (single measurements, reported, not tested)."""
+"""Sections of the report beside the claims: 004's generated texts, 003's best K and default context, the
+``tokenmix speed`` tables of 001 and 002 (single measurements, reported, not tested), and 005's recall pictures
+(:mod:`.recall`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from .measures import ExperimentData, read_csv
+from .recall import recall_section
 from .tables import mean_sd_text, num, table
 
 __all__ = ["STUDY_EXTRAS", "PAPER_EXTRAS", "generations", "best_choices", "speed_table", "speed_section",
@@ -119,4 +121,7 @@ def vision_speed_section(data: Path) -> list[str]:
 
 StudyExtra = Callable[[Path, ExperimentData, str], list[str]]
 STUDY_EXTRAS: dict[str, StudyExtra] = {"004-extractors-lm": generations, "003-contextualizer-reviews": best_choices}
-PAPER_EXTRAS: dict[str, Callable[[Path], list[str]]] = {"001": speed_section, "002": vision_speed_section}
+PaperExtra = Callable[..., list[str]]  # (data, *, experiments, out, plots) -> lines
+PAPER_EXTRAS: dict[str, PaperExtra] = {"001": lambda data, **_: speed_section(data),
+                                       "002": lambda data, **_: vision_speed_section(data),
+                                       "005": recall_section}
