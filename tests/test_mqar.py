@@ -112,7 +112,7 @@ def test_loss_and_accuracy_count_the_queries_alone(small):
 
 def test_options_are_checked_naming_the_task():
     for options, word in ((dict(seq_len=33), "seq_len must be even"), (dict(num_pairs=17), "num_pairs"),
-                          (dict(vocab_size=64), "vocab_size"), (dict(gap_power=0.0), "gap_power"),
+                          (dict(vocab_size=17), "vocab_size"), (dict(gap_power=0.0), "gap_power"),
                           (dict(gap_power=True), "gap_power"), (dict(train_size=0), "train_size"),
                           (dict(preset="huge"), "unknown preset")):
         with pytest.raises(ValueError, match=rf"task 'mqar'.*{word}"):
@@ -167,3 +167,22 @@ def test_the_head_read_at_the_queries_alone_gives_the_full_models_loss_and_accur
     assert torch.allclose(small.loss(model, batch), expected, atol=1e-6)
     logits, targets = small.scored_predictions(model, batch)
     assert torch.allclose(logits, full[scored], atol=1e-6) and torch.equal(targets, batch.targets[scored])
+
+
+def test_a_causal_lm_without_positions_steps_as_it_runs_and_sees_order_only_through_its_mixers():
+    from tokenmix.models import CausalLM
+
+    torch.manual_seed(0)
+    model = CausalLM(64, ["baseconv", "softmax"], 16, 2, 32, positions=False, dropout=0.0).eval()
+    assert model.position_embedding is None
+    ids = torch.randint(1, 64, (2, 12))
+    full = model(ids)
+    states = [block.mixer.init_state(2) for block in model.blocks]
+    for t in range(12):
+        logits, states = model._step(ids[:, t], t, states)
+        assert torch.allclose(logits, full[:, t], atol=1e-5)
+    # with no positions and no mixing, a token's output is the same wherever it stands
+    pointwise = CausalLM(64, "mlp", 16, 1, 32, positions=False, dropout=0.0).eval()
+    same = torch.full((1, 5), 7)
+    out = pointwise(same)
+    assert torch.allclose(out[0, 0], out[0, 4])

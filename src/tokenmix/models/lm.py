@@ -31,7 +31,8 @@ class CausalLM(nn.Module):
     ``init_std`` (Chen (2023) section 6 uses 0.01): every parameter of the model, every mixer's whatever its module
     type included, is drawn from ``N(0, init_std)``, every bias is zero, and LayerNorm gains are 1 and
     biases 0 (:func:`~tokenmix.ops.init.normal_init_`). With ``init_std=None`` PyTorch's / the mixer's
-    defaults are kept. ``tie_weights`` shares the head's weight with the token embedding. ``mixer`` is a
+    defaults are kept. ``tie_weights`` shares the head's weight with the token embedding; ``positions=False`` leaves out the
+    position embedding (Arora et al. (2023)'s MQAR models, whose order comes from a short convolution). ``mixer`` is a
     registry name or a layer pattern (:mod:`tokenmix.models.patterns`).
     """
 
@@ -49,6 +50,7 @@ class CausalLM(nn.Module):
         init_std: float | None = None,
         scale_embedding: bool = True,
         tie_weights: bool = False,
+        positions: bool = True,
         mixer_options: dict[str, object] | None = None,
     ) -> None:
         super().__init__()
@@ -63,7 +65,8 @@ class CausalLM(nn.Module):
         self.max_len = max_len
         self.scale_embedding = bool(scale_embedding)
         self.token_embedding = nn.Embedding(vocab_size, dim)   # W[emb_tok], eq. 4
-        self.position_embedding = nn.Embedding(max_len, dim)   # W[emb_pos], eq. 5
+        # W[emb_pos], eq. 5; positions=False: none (Zoology's MQAR models, which get order from a short convolution)
+        self.position_embedding = nn.Embedding(max_len, dim) if positions else None
         self.drop = nn.Dropout(dropout)                        # eq. 7
         self.blocks = build_blocks(dim, mixer, depth, mixer_options, owner, num_heads=num_heads, causal=True,
                               max_len=max_len, ffn_dim=ffn_dim, dropout=dropout)
@@ -81,8 +84,9 @@ class CausalLM(nn.Module):
     def embed(self, ids: Tensor) -> Tensor:
         """``X[emb_tok] + X[emb_pos]`` (eqs. 4-5), times ``sqrt(dim)`` when ``scale_embedding``; no dropout."""
         ids = check_ids(ids, self.vocab_size, self.max_len, "CausalLM")
-        positions = torch.arange(ids.shape[1], device=ids.device)
-        x = self.token_embedding(ids) + self.position_embedding(positions)
+        x = self.token_embedding(ids)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(ids.shape[1], device=ids.device))
         return x * math.sqrt(self.dim) if self.scale_embedding else x
 
     def forward(self, ids: Tensor) -> Tensor:
@@ -169,7 +173,9 @@ class CausalLM(nn.Module):
 
     def _step(self, tokens: Tensor, position: int, states: list) -> tuple[Tensor, list]:
         """Next-token logits (B, vocab) after feeding ``tokens`` (B,) at ``position`` through every layer."""
-        x = self.token_embedding(tokens) + self.position_embedding.weight[position]
+        x = self.token_embedding(tokens)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding.weight[position]
         x = x * math.sqrt(self.dim) if self.scale_embedding else x
         new_states = []
         for block, state in zip(self.blocks, states):
