@@ -47,12 +47,14 @@ def plot_metric_vs_state(summary: list[dict[str, Any]], sizes: StateSize, levels
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    placed: dict[int, int] = {}  # labels at one state size, stacked so that they do not overwrite each other
     for s in summary:
         if s["label"] not in sizes:
             continue
         size, grows = sizes[s["label"]]
         ax.errorbar(max(size, 1), s["mean"], yerr=s["sd"], fmt="s" if grows else "o", color="C3" if grows else "C0")
-        ax.annotate(s["label"], (max(size, 1), s["mean"]), fontsize="small", xytext=(4, 4),
+        nth = placed[size] = placed.get(size, -1) + 1
+        ax.annotate(s["label"], (max(size, 1), s["mean"]), fontsize="small", xytext=(4, 4 + 11 * nth),
                     textcoords="offset points")
     for i, (name, value) in enumerate(levels.items()):
         ax.axhline(value, linestyle=":", color=f"C{i + 4}", label=name)
@@ -60,7 +62,7 @@ def plot_metric_vs_state(summary: list[dict[str, Any]], sizes: StateSize, levels
     ax.set(xlabel=f"decoding state after {length} tokens (bytes, log; squares: a cache that grows)",
            ylabel=f"test {metric}", title=f"{metric} vs the state a mechanism keeps")
     if levels:
-        ax.legend(fontsize="small", loc="lower right")
+        ax.legend(fontsize="small", loc="upper left")
     fig.tight_layout()
     fig.savefig(out / "metric_vs_state.png", dpi=100)
     plt.close(fig)
