@@ -98,6 +98,6 @@ def reading(summary: list[dict[str, Any]], sizes: StateSize, levels: dict[str, f
                      + (f"; no better than 1.5 times it: {', '.join(near)}." if near else "."))
     parts.append("For a choice of mechanism: the gap between a cache and a fixed state is what the fixed state "
                  "lost of the context; a mechanism near the copy-a-value line reads the context without finding "
-                 "the key asked. Arora et al. (2024) find recall rising with the state's size; the recall "
-                 "experiment (002-zoology-mqar) measures it here.")
+                 "the key asked. Arora et al. (2024) find recall rising with the state's size (tokenmix's recall "
+                 "sweep, experiments/002-zoology-mqar-*.toml, is registered to measure it).")
     return ["## Reading: recall against state", "", " ".join(parts)]
