@@ -38,45 +38,31 @@ checked writable before anything trains; a full disk is named (:mod:`tokenmix.tr
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import os
-import queue
 import sys
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
-from multiprocessing.managers import SyncManager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..tabulate import text_table
 from ..tasks import Task, task_info
 from ..validate import is_positive_int
-from .executor import RESULT_FILE, die_with_parent, read_result, run_dir, run_one, submit_runs
+from .executor import RESULT_FILE, read_result, run_dir, run_one, submit_runs
 from .build import build_model, make_task, plan_task
-from .experiment import Experiment, RunSpec
+from .experiment import Experiment
 from .tomlfile import to_toml
 from .warmstart import split_warm_start, teacher_file
 from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
 from .lrstage import LR_STAGE_DIR, choose_rates, has_lr_stage, lr_stage, with_rates, write_choice
-from .numerics import PINNED, PINNED_ENV
+from .numerics import PINNED
 from .locks import FolderLock
+from .pool import PlannedRun, Progress, interrupt_on_sigterm, pinned_numerics, run_pool
 from .power import attainable_lines
 from .results import COLUMNS, ResultsDir, Twin, config_hash, recorded_row, result_row, run_config
 
 __all__ = ["compare", "plan", "recorded_twins", "record_lock", "PlannedRun", "run_one", "run_dir", "check_out_dir",
-           "dry_run_table", "RESULT_FILE", "CONFIG_FILE"]
+           "dry_run_table", "pinned_numerics", "RESULT_FILE", "CONFIG_FILE"]
 
 CONFIG_FILE = "config.toml"
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """A run with what planning learned about it: its parameter count and its planned optimiser steps."""
-
-    spec: RunSpec
-    params: int
-    total_steps: int
 
 
 def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[PlannedRun]]:
@@ -107,55 +93,6 @@ def plan(experiment: Experiment, task: Task | None = None) -> tuple[Task, list[P
                              f"{task.info.name!r}'s training split is not known without its data")
         planned.append(PlannedRun(run, sum(p.numel() for p in model.parameters()), total))
     return task, planned
-
-
-class _Progress:
-    """One line for the whole sweep: runs done, the runs under way (step, latest validation metric), ETA."""
-
-    def __init__(self, planned: list[PlannedRun], done: set[str], enabled: bool | None) -> None:
-        # on a terminal the line redraws in place; in a log (not a TTY) tqdm writes it every 30 s
-        from tqdm import tqdm
-
-        self.total = {p.spec.key: p.total_steps for p in planned}
-        self.steps = {key: (self.total[key] if key in done else 0) for key in self.total}
-        self.metric: dict[str, float | None] = {}
-        self.active: list[str] = []
-        self.finished = len(done)
-        self.index = {p.spec.key: i for i, p in enumerate(planned, 1)}
-        tty = sys.stderr.isatty()
-        self.bar = tqdm(total=sum(self.total.values()), initial=sum(self.steps.values()), unit="step",
-                        disable=enabled is False, mininterval=0.5 if tty else 30.0,
-                        dynamic_ncols=True, file=sys.stderr)
-
-    def start(self, key: str) -> None:
-        self.active.append(key)
-        self._describe()
-
-    def update(self, key: str, step: int, total: int, metric: float | None) -> None:
-        self.total[key] = total
-        self.bar.update(max(0, step - self.steps[key]))
-        self.steps[key] = max(self.steps[key], step)
-        if metric is not None:
-            self.metric[key] = metric
-        self._describe()
-
-    def finish(self, key: str, steps: int) -> None:
-        self.bar.update(max(0, self.total[key] - self.steps[key]))  # early stopping ends a run before its plan
-        self.steps[key] = self.total[key]
-        self.active.remove(key)
-        self.finished += 1
-        self._describe()
-
-    def _describe(self) -> None:
-        parts = []
-        for key in self.active:
-            metric = self.metric.get(key)
-            parts.append(f"#{self.index[key]} {key} {self.steps[key]}/{self.total[key]}"
-                         + (f" val {metric:.4g}" if metric is not None else ""))
-        self.bar.set_description(f"runs {self.finished}/{len(self.total)} done | " + "; ".join(parts), refresh=False)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 # Keys a finished run does not depend on: changing them (more seeds, another report) keeps the sweep's runs.
@@ -318,16 +255,16 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
                                 run_config(experiment, p.spec, threads), task)
 
     data = experiment.to_dict()
-    _interrupt_on_sigterm()
+    interrupt_on_sigterm()
     if executor == "submitit":
         with pinned_numerics() if pin else contextlib.nullcontext():  # the jobs' environment is the submitter's
             results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
                                        results_dir=results_dir, commit=commit, progress=progress))
         todo = []
-    bar = _Progress(planned, set(results) | set(recorded), progress if todo else False)
+    bar = Progress(planned, set(results) | set(recorded), progress if todo else False)
     try:
         if isolate:
-            _run_pool(todo, data, str(out), threads, jobs, bar, results, finished, pin)
+            run_pool(todo, data, str(out), threads, jobs, bar, results, finished, pin)
         else:
             for p in todo:
                 bar.start(p.spec.key)
@@ -428,95 +365,6 @@ def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: lis
         found[key] = (row, history)
     return found
 
-
-def _interrupt_on_sigterm() -> None:
-    """``kill`` (SIGTERM) stops a sweep like Ctrl-C does, so that its runs are stopped with it (main thread)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        def interrupt(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt(f"signal {signum}")
-
-        signal.signal(signal.SIGTERM, interrupt)
-
-
-def _run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
-              results: dict[str, dict[str, Any]], finished: Callable[[PlannedRun, dict[str, Any]], None],
-              pin: bool = True) -> None:
-    """Train ``todo`` in fresh spawned processes, ``jobs`` at a time (one run per process), each with its
-    numerics pinned (:mod:`~tokenmix.training.numerics`: set in the environment before it imports torch)."""
-    with pinned_numerics() if pin else contextlib.nullcontext():
-        _run_pool_pinned(todo, data, out, threads, jobs, bar, results, finished)
-
-
-@contextlib.contextmanager
-def pinned_numerics() -> Iterator[None]:
-    """This process's environment with :data:`~tokenmix.training.numerics.PINNED_ENV` set while the block
-    runs, so that every process it starts (spawned runs, cluster jobs) inherits it; restored afterwards. This
-    process's own torch keeps what it started with."""
-    saved = {name: os.environ.get(name) for name in PINNED_ENV}
-    os.environ.update(PINNED_ENV)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _run_pool_pinned(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int,
-                     bar: _Progress, results: dict[str, dict[str, Any]],
-                     finished: Callable[[PlannedRun, dict[str, Any]], None]) -> None:
-    context = multiprocessing.get_context("spawn")
-    manager = SyncManager(ctx=context)
-    manager.start(die_with_parent, (os.getpid(),))  # workers and the manager die with this process, even by kill -9
-    with manager, ProcessPoolExecutor(max_workers=jobs, mp_context=context, max_tasks_per_child=1,
-                                      initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-        messages = manager.Queue()
-        pending: dict[Future, PlannedRun] = {}
-        waiting = list(todo)
-        try:
-            _schedule(pool, waiting, pending, messages, data, out, threads, jobs, bar, results, finished)
-        except BaseException:
-            # interrupted (Ctrl-C, SIGTERM, a failed run): stop the runs under way too, rather than leave them
-            # training as orphans that a re-run would race; their checkpoints let the re-run resume them
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.terminate()
-            pool.shutdown(wait=True, cancel_futures=True)  # wait=False races the pool's own thread (a TypeError)
-            raise
-
-
-def _schedule(pool: ProcessPoolExecutor, waiting: list[PlannedRun], pending: dict[Future, PlannedRun],
-              messages: Any, data: dict[str, Any], out: str, threads: int, jobs: int, bar: _Progress,
-              results: dict[str, dict[str, Any]], finished: Callable[[PlannedRun, dict[str, Any]], None]) -> None:
-    """Keep ``jobs`` runs under way until every run has finished, relaying progress messages to ``bar``."""
-    while waiting or pending:
-        while waiting and len(pending) < jobs:
-            p = waiting.pop(0)
-            pending[pool.submit(run_one, data, p.spec.label, p.spec.seed, out, threads, messages)] = p
-            bar.start(p.spec.key)
-        done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-        _drain(messages, bar)
-        for future in done:
-            p = pending.pop(future)
-            results[p.spec.key] = future.result()  # a failed run raises here, naming its error
-            bar.finish(p.spec.key, results[p.spec.key]["steps"])
-            print(f"finished {p.spec.key}: {results[p.spec.key]['metric_name']} "
-                  f"{results[p.spec.key]['test_metric']}", file=sys.stderr, flush=True)
-            finished(p, results[p.spec.key])
-
-
-def _drain(messages: Any, bar: _Progress) -> None:
-    while True:
-        try:
-            key, step, total, metric = messages.get_nowait()
-        except queue.Empty:
-            return
-        if key in bar.active:
-            bar.update(key, step, total, metric)
 
 
 def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun], *, jobs: int = 1,
