@@ -4,7 +4,8 @@ before the main job and the recall sweep were fixed, with each run's test accura
     python scripts/mqar_pilot.py OUT.csv FOLDER:NOTE [FOLDER:NOTE ...]
 
 NOTE says what the folder's config.toml cannot (e.g. that token embeddings were still scaled by sqrt(dim), the
-model default of the code the run used).
+model default of the code the run used). A run stopped before its end gives the steps it took and its best
+validation accuracy, no test accuracy.
 """
 
 from __future__ import annotations
@@ -25,20 +26,36 @@ def rows(folder: Path, note: str) -> list[dict]:
     task, model, train = config["task"], config["model"], config["train"]
     entries = {e["label"] if isinstance(e, dict) else e: e for e in config["mixers"]}
     out = []
-    for result in sorted(folder.glob("runs/*/seed0/result.json")):
-        label = result.parent.parent.name
+    for run in sorted(folder.glob("runs/*/seed0")):
+        label = run.parent.name
         entry = entries.get(label, label)
         layers = "+".join(entry.get("pattern", [entry.get("name", label)])) if isinstance(entry, dict) else entry
-        r = json.loads(result.read_text())
+        r = _result(run)
+        if r is None:
+            continue
         settings = {k: v for k, v in model.items() if k not in ("protocol", "dim", "depth", "heads")}
         out.append({"folder": folder.name, "label": label, "layers": layers,
                     **{k: task.get(k, QUICK[k]) for k in QUICK}, "dim": model["dim"], "heads": model.get("heads"),
                     "batch_size": train["batch_size"], "steps": r["steps"],
                     "lr": (entry.get("train", {}) if isinstance(entry, dict) else {}).get("lr", train.get("lr")),
                     "model_settings": " ".join(f"{k}={v}" for k, v in settings.items()),
-                    "test_accuracy": round(r["test_metric"], 6), "best_val": round(r["best_metric"], 6),
-                    "note": note})
+                    "test_accuracy": "" if r["test_metric"] is None else round(r["test_metric"], 6),
+                    "best_val": round(r["best_metric"], 6), "note": note})
     return out
+
+
+def _result(run: Path) -> dict | None:
+    """The run's result.json, or for a run stopped before its end its log: the steps it took and its best
+    validation metric (no test metric)."""
+    if (run / "result.json").exists():
+        return json.loads((run / "result.json").read_text())
+    if not (run / "log.csv").exists():
+        return None
+    with open(run / "log.csv") as f:
+        log = list(csv.DictReader(f))
+    if not log:
+        return None
+    return {"steps": int(log[-1]["step"]), "test_metric": None, "best_metric": max(float(r["val_metric"]) for r in log)}
 
 
 def main(argv: list[str]) -> None:
