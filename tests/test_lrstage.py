@@ -110,6 +110,10 @@ def test_state_bytes_grow_for_a_cache_and_stay_for_a_state():
     assert CausalLM(64, "mlp", 16, 2, 32).state_bytes() == 0
     with pytest.raises(ValueError, match="length must be an int in"):
         softmax.state_bytes(33)
+    # one pass of steps reads every length, in the order asked, as separate calls would
+    assert softmax.state_bytes_at([32, 1, 16]) == [softmax.state_bytes(n) for n in (32, 1, 16)]
+    with pytest.raises(ValueError, match="length must be an int in"):
+        linear.state_bytes_at([4, 0])
 
 
 def test_the_reading_places_each_label_at_the_lowest_level_it_does_not_beat():

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from tokenmix.data.text import byte_encode
 from tokenmix.tasks import create_task, planned_task
-from tokenmix.tasks.base import IGNORE_INDEX
+from tokenmix.tasks.batches import IGNORE_INDEX
 from tokenmix.tasks.mlm import MASK_ID, VOCAB_SIZE, mask_tokens
 from tokenmix.training.experiment import load_experiment
 from tokenmix.training.sweep import compare

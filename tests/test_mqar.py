@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from tokenmix.tasks import LMBatch, TaskShape, create_task, planned_task
-from tokenmix.tasks.base import IGNORE_INDEX
+from tokenmix.tasks.batches import IGNORE_INDEX
 from tokenmix.tasks.mqar import gap_probabilities
 
 SMALL = dict(seq_len=32, num_pairs=4, vocab_size=64, train_size=400, val_size=50, test_size=50)

@@ -7,7 +7,7 @@ import torch
 
 from tokenmix import tasks
 from tokenmix.tasks import LMBatch, TokenBatch, create_task, list_tasks, task_info
-from tokenmix.tasks.base import to_device
+from tokenmix.tasks.batches import to_device
 
 
 def test_every_issue_task_is_registered():

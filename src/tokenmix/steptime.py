@@ -45,7 +45,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from .tasks.base import ImageBatch, LMBatch, Task, TokenBatch
+from .tasks.base import Task
+from .tasks.batches import ImageBatch, LMBatch, TokenBatch
 from .timing import measure, median_interval
 from .training.batches import remaining_batches
 from .training.config import TrainConfig

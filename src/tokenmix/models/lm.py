@@ -187,23 +187,30 @@ class CausalLM(nn.Module):
         """Bytes of the decoding state (every layer's, batch 1) after ``length`` tokens (default ``max_len``): what
         generation keeps between tokens -- a fixed-size state for the recurrent mechanisms, the key-value cache
         for softmax attention (growing with ``length``). Measured on the state the mixers' ``step`` holds."""
-        length = self.max_len if length is None else length
-        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= self.max_len:
-            raise ValueError(f"CausalLM.state_bytes: length must be an int in [1, max_len={self.max_len}], "
-                             f"got {length!r}")
+        return self.state_bytes_at([self.max_len if length is None else length])[0]
+
+    def state_bytes_at(self, lengths: list[int]) -> list[int]:
+        """:meth:`state_bytes` after each of ``lengths`` tokens, read along one pass of steps."""
+        for length in lengths:
+            if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= self.max_len:
+                raise ValueError(f"CausalLM.state_bytes: length must be an int in [1, max_len={self.max_len}], "
+                                 f"got {length!r}")
         if not self.can_step:
             raise ValueError(f"CausalLM.state_bytes: mixer(s) {self.mixer_names} lack an incremental step")
+        wanted, sizes = set(lengths), {}
         was_training = self.training
         self.eval()
         try:
             with torch.inference_mode():
                 token = torch.zeros(1, dtype=torch.long, device=self.head.weight.device)
                 states = [block.mixer.init_state(1) for block in self.blocks]
-                for t in range(length):
+                for t in range(max(lengths)):
                     _, states = self._step(token, t, states)
+                    if t + 1 in wanted:
+                        sizes[t + 1] = sum(x.numel() * x.element_size() for state in states for x in state.values())
         finally:
             self.train(was_training)
-        return sum(t.numel() * t.element_size() for state in states for t in state.values())
+        return [sizes[length] for length in lengths]
 
     def loss(self, ids: Tensor) -> Tensor:
         """Mean next-token cross-entropy: ``logits[:, :-1]`` against ``ids[:, 1:]`` (eq. 22); needs N >= 2."""

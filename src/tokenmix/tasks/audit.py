@@ -51,7 +51,7 @@ import numpy as np
 from ..data.pathfinder import PathfinderConfig
 from .auditfit import AuditRow, Baseline, audit_rows, fit_logistic, wilson
 from .auditpathfinder import PathfinderData, pathfinder_baselines, pathfinder_data
-from .base import create_task
+from .registry import create_task
 
 __all__ = ["AuditRow", "Baseline", "audit", "audit_task", "wilson", "fit_logistic", "parse_options", "ordered",
            "write_rows", "print_rows", "AUDITED", "pathfinder_data", "pathfinder_baselines", "PathfinderData"]

@@ -33,7 +33,9 @@ import torch
 
 from ..validate import is_positive_int
 from ..data.austen import AUSTEN_SOURCE, load_austen
-from .base import Split, Task, TaskShape, register_task
+from .base import Task, TaskShape
+from .batches import Split
+from .registry import register_task
 
 __all__ = ["AustenTask", "DEFAULT_SOURCE_FACTS", "PRESETS", "FRACTIONS", "tokenize_words"]
 

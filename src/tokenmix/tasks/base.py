@@ -1,4 +1,4 @@
-"""The task registry: datasets with splits, a metric, and the model that fits them.
+"""What a task is: datasets with splits, a metric, and the model that fits them (:class:`Task`).
 
 A task is built by name, ``tokenmix.tasks.create_task(name, preset="quick", seed=0, **options)``, and gives:
 
@@ -17,7 +17,8 @@ A task is built by name, ``tokenmix.tasks.create_task(name, preset="quick", seed
   :data:`tokenmix.protocols.MODEL_PROTOCOLS` gives each protocol;
 * ``loss(model, batch)`` and ``evaluate(model, split, batch_size)``: the training loss and the metric.
 
-Tasks register with :func:`register_task`; the trainer and ``tokenmix compare`` see only this registry.
+Tasks register with :func:`tokenmix.tasks.registry.register_task`; the trainer and ``tokenmix compare`` see
+only that registry. Splits and batches are in :mod:`tokenmix.tasks.batches`.
 
 Planning without data: a task class may state its shape -- each split's size, and what ``build_model`` sizes
 the model by -- from its options alone (``stated_shape``, a :class:`TaskShape`); :func:`planned_task` then
@@ -30,8 +31,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar, Iterator, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterator
 
 import torch
 import torch.nn as nn
@@ -41,14 +42,11 @@ from torch import Tensor
 from ..data.source import DataSource
 from ..protocols import MODEL_PROTOCOLS
 from ..validate import is_positive_int
+from .batches import IGNORE_INDEX, ImageBatch, LMBatch, Split, TokenBatch, to_device
 
-__all__ = ["KINDS", "IGNORE_INDEX", "TaskInfo", "Task", "TaskShape", "PlannedTask", "Split", "TokenBatch", "LMBatch",
-           "ImageBatch", "register_task", "list_tasks", "task_info", "create_task", "planned_task", "task_class",
-           "pad_sequences", "to_device"]
+__all__ = ["KINDS", "TaskInfo", "Task", "TaskShape", "PlannedTask"]
 
-SPLITS = ("train", "val", "test")
 KINDS = ("classification", "language_model", "masked_lm", "image")
-IGNORE_INDEX = -100  # a masked language model's label where nothing is predicted (cross_entropy's ignore_index)
 
 
 @dataclass(frozen=True)
@@ -69,59 +67,6 @@ class TaskInfo:
     def higher_is_better(self) -> bool:
         """Accuracy-like metrics improve upwards; perplexity (and losses) downwards."""
         return self.metric not in ("perplexity", "loss")
-
-
-@dataclass
-class TokenBatch:
-    ids: Tensor  # (B, N) int64
-    mask: Tensor  # (B, N) bool, True = real token
-    labels: Tensor  # (B,) int64; masked_lm: (B, N), the original token where predicted, IGNORE_INDEX elsewhere
-
-
-@dataclass
-class LMBatch:
-    ids: Tensor  # (B, N) int64 inputs
-    targets: Tensor  # (B, N) int64, the next token of each position
-
-
-@dataclass
-class ImageBatch:
-    images: Tensor  # (B, C, H, W) float
-    labels: Tensor  # (B,) int64
-
-
-@dataclass
-class Split:
-    """One split as tensors. Token tasks: ``ids`` (M, N) int64 right-padded with ``pad_id`` and
-    ``lengths`` (M,); language modelling: ``ids`` (M, N + 1) windows; images: ``images`` (M, C, H, W)."""
-
-    labels: Tensor | None = None
-    ids: Tensor | None = None
-    lengths: Tensor | None = None
-    images: Tensor | None = None
-
-    def __len__(self) -> int:
-        for t in (self.labels, self.ids, self.images):
-            if t is not None:
-                return t.shape[0]
-        return 0
-
-
-def to_device(batch: TokenBatch | LMBatch | ImageBatch, device: torch.device) -> TokenBatch | LMBatch | ImageBatch:
-    """The batch with every tensor on ``device`` (the same object when already there)."""
-    tensors = {f.name: getattr(batch, f.name) for f in fields(batch)}
-    if all(t.device == device for t in tensors.values()):
-        return batch
-    return type(batch)(**{name: t.to(device) for name, t in tensors.items()})
-
-
-def pad_sequences(sequences: list[list[int]], pad_id: int = 0) -> tuple[Tensor, Tensor]:
-    """Right-pad integer sequences into (M, max length) int64 ids and their (M,) lengths."""
-    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
-    ids = torch.full((len(sequences), int(lengths.max()) if len(sequences) else 0), pad_id, dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-    return ids, lengths
 
 
 @dataclass(frozen=True)
@@ -426,76 +371,3 @@ def _construct(cls: type, task: Task, options: dict[str, Any], *args: Any, **kwa
         accepted = sorted(p for p in params if p not in taken and p != "self")
         task._fail(f"{cls.__name__} has no model option(s) {unknown} here; it takes: {', '.join(accepted)}")
     return cls(*args, **kwargs, **options)
-
-
-_TASKS: dict[str, type[Task]] = {}
-T = TypeVar("T", bound=type)
-
-
-def register_task(name: str, *, description: str, kind: str, metric: str, source: str,
-                  seed_draws: str) -> Callable[[T], T]:
-    """Class decorator registering a :class:`Task` subclass; its options are its ``__init__`` keywords.
-    ``seed_draws``: what the ``seed`` option draws, a clause that says whether the test set varies with it
-    (e.g. "every example of every split (generated from it)", "nothing: the splits are the dataset's")."""
-    if kind not in KINDS:
-        raise ValueError(f"task {name!r}: unknown kind {kind!r}")
-    if not isinstance(seed_draws, str) or not seed_draws.strip():
-        raise ValueError(f"task {name!r}: seed_draws must say what the task's seed draws")
-
-    def decorate(cls: T) -> T:
-        if name in _TASKS:
-            raise ValueError(f"a task named {name!r} is already registered")
-        params = inspect.signature(cls.__init__).parameters
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            raise TypeError(f"task {name!r}: **kwargs would swallow unknown options; list them explicitly")
-        options = tuple(p for p in params if p != "self")
-        if not hasattr(cls, "data_source"):
-            raise TypeError(f"task {name!r}: set data_source (a tokenmix.data.source.DataSource, or None when the "
-                            f"task generates its examples)")
-        if cls.stated_shape is not None:
-            stated = list(inspect.signature(cls.stated_shape).parameters.values())
-            if stated != [p for p in params.values() if p.name != "self"]:
-                raise TypeError(f"task {name!r}: stated_shape must take exactly the constructor's options")
-        cls.info = TaskInfo(name, description, kind, metric, source, options, seed_draws)
-        _TASKS[name] = cls
-        return cls
-
-    return decorate
-
-
-def list_tasks() -> list[str]:
-    """Sorted names of the registered tasks."""
-    return sorted(_TASKS)
-
-
-def task_class(name: str) -> type[Task]:
-    """The registered class of task ``name``."""
-    if name not in _TASKS:
-        raise ValueError(f"unknown task {name!r}; available: {', '.join(list_tasks())}")
-    return _TASKS[name]
-
-
-def task_info(name: str) -> TaskInfo:
-    """What the registered task ``name`` is (:class:`TaskInfo`)."""
-    return task_class(name).info
-
-
-def _checked_class(name: str, options: dict[str, Any]) -> type[Task]:
-    cls = task_class(name)
-    unknown = sorted(set(options) - set(cls.info.options))
-    if unknown:
-        raise ValueError(f"task {name!r} has no option(s) {unknown}; its options are: {', '.join(cls.info.options)}")
-    return cls
-
-
-def create_task(name: str, /, **options: Any) -> Task:
-    """Build the task ``name`` (loading or generating its data); unknown options raise ``ValueError``."""
-    return _checked_class(name, options)(**options)
-
-
-def planned_task(name: str, /, **options: Any) -> PlannedTask | None:
-    """The task ``name`` as its options state it, loading no data (:class:`PlannedTask`), or ``None`` where only
-    its data can tell its shape (then :func:`create_task` it). Options are checked as by :func:`create_task`."""
-    cls = _checked_class(name, options)
-    shape = None if cls.stated_shape is None else cls.stated_shape(**options)
-    return None if shape is None else PlannedTask(cls, shape)

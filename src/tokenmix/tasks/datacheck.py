@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from ..data.source import DataSource
-from .base import list_tasks, task_class
+from .registry import list_tasks, task_class
 
 __all__ = ["DataStatus", "data_status", "print_data_status"]
 

@@ -32,7 +32,9 @@ from torch import Tensor
 
 from ..data.fashion_mnist import FASHION_MNIST_SOURCE, fashion_mnist_shapes, load_fashion_mnist, normalize_images
 from ..validate import is_positive_int
-from .base import Split, Task, TaskShape, register_task
+from .base import Task, TaskShape
+from .batches import Split
+from .registry import register_task
 
 __all__ = ["FashionTask", "FashionPixelsTask"]
 

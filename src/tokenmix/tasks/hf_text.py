@@ -17,7 +17,8 @@ Sentence pairs (MRPC, QQP, MNLI, QNLI, RTE, WNLI) are encoded as ``text_a <sep> 
 from __future__ import annotations
 
 from ..data.hf import GLUE_SOURCE, IMDB_SOURCE, glue_spec, load_glue, load_imdb
-from .base import Task, register_task
+from .base import Task
+from .registry import register_task
 from .reviews import build_text_splits, resolve_text_options
 
 __all__ = ["ImdbTask", "GlueTask", "IMDB_DEFAULTS", "GLUE_DEFAULTS", "QUICK_MAX_TRAIN", "QUICK_MAX_EVAL"]

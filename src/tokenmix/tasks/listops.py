@@ -49,7 +49,9 @@ import numpy as np
 import torch
 
 from ..validate import is_positive_int
-from .base import Split, Task, TaskShape, pad_sequences, register_task
+from .base import Task, TaskShape
+from .batches import Split, pad_sequences
+from .registry import register_task
 
 __all__ = ["ListOpsTask", "VOCAB", "PAD", "DIGIT0", "MIN", "MAX", "MED", "SM", "CLOSE", "OPERATORS",
            "evaluate_operator"]

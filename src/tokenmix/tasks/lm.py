@@ -28,7 +28,9 @@ import torch
 from ..protocols import PAPER_004_INIT_STD
 from ..validate import is_positive_int
 from ..data.austen import AUSTEN_SOURCE, load_austen
-from .base import Split, Task, TaskShape, register_task
+from .base import Task, TaskShape
+from .batches import Split
+from .registry import register_task
 
 __all__ = ["DEFAULT_SOURCE_FACTS", "LMTask", "PRESETS", "FRACTIONS", "SPECIAL_TOKEN", "train_tokenizer"]
 

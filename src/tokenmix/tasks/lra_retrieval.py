@@ -26,7 +26,9 @@ from torch import Tensor
 
 from ..data.austen import AUSTEN_SOURCE, load_austen
 from .austen import FRACTIONS
-from .base import Split, Task, TokenBatch, register_task
+from .base import Task
+from .batches import Split, TokenBatch
+from .registry import register_task
 from .lra_text import ByteDocuments
 
 __all__ = ["LRARetrievalTask", "PRESETS"]

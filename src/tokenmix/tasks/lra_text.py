@@ -25,7 +25,9 @@ import torch
 from ..data.austen import AUSTEN_NOVELS, AUSTEN_SOURCE, load_austen
 from ..validate import is_positive_int
 from .austen import FRACTIONS
-from .base import Split, Task, TaskShape, register_task
+from .base import Task, TaskShape
+from .batches import Split
+from .registry import register_task
 
 __all__ = ["LRATextTask", "ByteDocuments", "PRESETS", "CLASSES"]
 

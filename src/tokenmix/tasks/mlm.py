@@ -46,7 +46,9 @@ from ..data.reviews import load_reviews
 from ..data.text import PAD_ID, TextEncoder, byte_encode, clean_html, subsample
 from ..validate import is_positive_int
 from .austen import FRACTIONS
-from .base import IGNORE_INDEX, SPLITS, Split, Task, TokenBatch, pad_sequences, register_task
+from .base import Task
+from .batches import IGNORE_INDEX, SPLITS, Split, TokenBatch, pad_sequences
+from .registry import register_task
 
 __all__ = ["MaskedLMTask", "MASK_ID", "VOCAB_SIZE", "UNITS", "mask_tokens", "word_encoder", "PRESETS"]
 

@@ -13,7 +13,7 @@ Between the queries stand random filler tokens. As in Zoology's generator:
   gets key ``i``, so the order in which keys are asked follows the drawn gaps;
 * every other position holds a token uniform over the whole vocabulary but the padding id (Zoology's
   ``random_non_queries``): fillers may repeat a key or a value, but carry no target;
-* targets: the value at each query position, :data:`~tokenmix.tasks.base.IGNORE_INDEX` everywhere else. The
+* targets: the value at each query position, :data:`~tokenmix.tasks.batches.IGNORE_INDEX` everywhere else. The
   loss and the accuracy count the query positions only.
 
 **A model that mixes nothing across positions is at chance, 1 / V** (``V = vocab_size - vocab_size // 2``
@@ -36,7 +36,9 @@ import hashlib
 import torch
 from torch import Tensor
 
-from .base import IGNORE_INDEX, LMBatch, Split, Task, TaskShape, register_task
+from .base import Task, TaskShape
+from .batches import IGNORE_INDEX, LMBatch, Split
+from .registry import register_task
 
 __all__ = ["MQARTask", "PRESETS", "mqar_sequences", "gap_probabilities"]
 
@@ -112,7 +114,7 @@ class MQARTask(Task):
     ``seq_len``, which nothing in the task needs), ``gap_power`` (the
     query-gap law's ``a`` in (0, 1]), ``train_size``, ``val_size``, ``test_size``. See the module docstring.
 
-    Batches are :class:`~tokenmix.tasks.base.LMBatch` ``(ids, targets)`` with the targets at the query positions
+    Batches are :class:`~tokenmix.tasks.batches.LMBatch` ``(ids, targets)`` with the targets at the query positions
     only; the model is a ``CausalLM`` (every mixer runs causally) and the metric is the accuracy over queries."""
 
     pad_id = 0

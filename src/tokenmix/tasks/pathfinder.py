@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from ..data.pathfinder import PathfinderConfig, pathfinder_arrays
-from .base import Split, Task, TaskShape, register_task
+from .base import Task, TaskShape
+from .batches import Split
+from .registry import register_task
 
 __all__ = ["PathfinderTask", "LEVEL0"]
 

@@ -33,7 +33,9 @@ import random
 
 import torch
 
-from .base import Split, Task, TaskShape, pad_sequences, register_task
+from .base import Task, TaskShape
+from .batches import Split, pad_sequences
+from .registry import register_task
 
 __all__ = ["RecallTask"]
 

@@ -16,7 +16,9 @@ import torch
 
 from ..data.reviews import REVIEW_ROWS, REVIEWS_SOURCE, load_reviews
 from ..data.text import BYTE_VOCAB_SIZE, PAD_ID, TextEncoder, carve_validation, clean_html, subsample, validation_size
-from .base import Split, Task, TaskShape, pad_sequences, register_task
+from .base import Task, TaskShape
+from .batches import Split, pad_sequences
+from .registry import register_task
 
 __all__ = ["ReviewsTask", "build_text_splits", "resolve_text_options", "DEFAULT_DATA_FACTS", "TEXT_UNITS",
            "PRESETS"]

@@ -9,7 +9,8 @@ from typing import Any, Iterator
 
 import torch.nn as nn
 
-from ..tasks.base import ImageBatch, LMBatch, Task, TokenBatch
+from ..tasks.base import Task
+from ..tasks.batches import ImageBatch, LMBatch, TokenBatch
 
 __all__ = ["remaining_batches", "shard", "count_tokens"]
 

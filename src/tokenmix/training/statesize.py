@@ -35,8 +35,8 @@ def state_sizes(task: Task, experiment: Experiment) -> StateSize:
         model = build_model(task, run)
         if not hasattr(model, "state_bytes") or not model.can_step:
             continue
-        whole = model.state_bytes(task.max_len)
-        sizes[run.label] = (whole, model.state_bytes(max(1, task.max_len // 2)) < whole)
+        half, whole = model.state_bytes_at([max(1, task.max_len // 2), task.max_len])
+        sizes[run.label] = (whole, half < whole)
     return sizes
 
 
