@@ -58,3 +58,16 @@ def test_the_architecture_page_states_the_contracted_layers():
         for layer in contract["layers"]:
             for name in re.split(r"[|:]", layer):
                 assert f"`{name.strip()}`" in page, f"docs/architecture.md does not mention `{name.strip()}`"
+
+
+@pytest.mark.parametrize("package", ["tokenmix.training", "tokenmix.report"])
+def test_a_package_docstring_names_its_modules_and_only_those(package):
+    import importlib
+    import pkgutil
+    import re
+
+    module = importlib.import_module(package)
+    named = set(re.findall(r":mod:`\.(\w+)`", module.__doc__))
+    present = {m.name for m in pkgutil.iter_modules(module.__path__)}
+    assert named == present, f"{package}: named but absent {sorted(named - present)}, absent from the docstring " \
+                             f"{sorted(present - named)}"

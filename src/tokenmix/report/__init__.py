@@ -1,19 +1,17 @@
-"""The reproduction report as a library: exact tests and verdicts on the claims of the experiment files.
+"""The reproduction report (``tokenmix report``): docs/reproduction.md from the committed CSVs and the claims of
+the experiment files.
 
+* :mod:`.document`: the whole report (:func:`render`, :func:`write_report`); :mod:`.sections`, :mod:`.extras` and
+  :mod:`.ledger`: its sections, the papers' extra tables and each paper's ledger;
+* :mod:`.notes`, :mod:`.ceilings`, :mod:`.recall`: the notes under each verdict, the tasks' shortcut ceilings
+  (from ``tokenmix data audit``), the recall sweep's table and pictures;
 * :mod:`.measures`: the collected CSVs of one experiment and the per-seed / per-round values of each measure;
-* :mod:`.stats`: the exact tests (scipy.stats) and seed counts;
-* :mod:`.verdict`: the verdict on each claim of one experiment file;
-* :mod:`.plateau`: whether a run's validation metric had stopped improving;
-* :mod:`.tables`: the markdown table writer and number formats;
-* :mod:`.document`, :mod:`.sections`, :mod:`.extras`: docs/reproduction.md (``tokenmix report``).
+  :mod:`.tables`: the markdown tables; :mod:`.plateau`: whether a run had stopped improving; :mod:`.prereg`:
+  whether each claim was committed before its rows; :mod:`.confound`: rows of different numerics.
 
-The claims themselves are part of an experiment file, so they live with it in the run layer:
-:mod:`tokenmix.study.claims` parses the ``[[claims]]`` array and the ``[paper]`` table, and
-:mod:`tokenmix.study.power` gives the smallest p each design can reach and Holm's correction (also what
-``tokenmix compare --dry-run`` prints). The report sits above the run layer and imports from it, never the
-other way round.
-
-The statistics need scipy (``pip install 'tokenmix[report]'``); parsing claims and planning do not.
+The maths (claims, the exact tests, Holm, the verdict rule) is :mod:`tokenmix.study`, which the run layer's
+``--dry-run`` uses too; :func:`judge` is re-exported from it. The statistics need scipy (``pip install
+'tokenmix[report]'``); parsing claims and planning do not.
 """
 
 from __future__ import annotations
