@@ -172,6 +172,11 @@ def test_cli_end_to_end(tmp_path, capsys, monkeypatch):
     main(["steptime", "--config", str(config), "--rounds", "2", "--min-run-time", "0.001", "--out", str(out)])
     printed = capsys.readouterr()
     assert "timings are unreliable" in printed.err
+    # outside a checkout there is no docs/reproduction to default to: the error says what to pass, before timing
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="no folder 'docs/reproduction' here .*pass --out FILE.csv"):
+        main(["steptime", "--config", str(config), "--rounds", "1"])
+    assert not (tmp_path / "docs").exists()
     assert "s/epoch" in printed.out and "x softmax" in printed.out
     with open(out, newline="") as f:
         reader = csv.DictReader(f)

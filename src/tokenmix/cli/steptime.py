@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> None:
         common["rounds"] = args.rounds or experiment.report["harness_rounds"]
         task = make_task(experiment)
         lengths = scaling_lengths(args, experiment)
+        kind = "inference" if args.inference else "scaling" if lengths else "experiment"
+        out = args.out or default_path(experiment, kind)
+        if not args.out and not out.parent.is_dir():
+            raise ValueError(f"no folder {str(out.parent)!r} here (the repository's record, the default): pass "
+                             f"--out FILE.csv")
         if lengths:
             rounds_of_memory = (args.memory_rounds or experiment.report.get("harness_memory") == "round") \
                 and not args.inference
@@ -89,7 +94,6 @@ def run(args: argparse.Namespace) -> None:
             rows = time_training_steps(experiment, task=task, **common)
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"tokenmix steptime: {error}") from None
-    kind = "inference" if args.inference else "scaling" if lengths else "experiment"
-    path = write_csv(rows, args.out or default_path(experiment, kind))
+    path = write_csv(rows, out)
     print(f"\nwrote {path}: {len(rows)} rows, {max(int(r['round']) for r in rows)} rounds, {args.threads} thread(s)\n")
     print_table(*(scaling_table(rows) if lengths else step_table(rows, len(task.splits["train"]))))
