@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tabulate import text_table
@@ -61,22 +62,71 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
         use_out = False
         notes.append(f"{out}: not counted: {error}")
     record = ResultsDir(results_dir, experiment.name) if results_dir is not None else None
+    runs = _run_states(experiment, planned, out, record, use_out, jobs, notes)
+    open_runs = [p for p in planned if runs.state[p.spec.key][0] != "done"]
+    reusable = ({key: f"{twin.experiment} {twin.label} seed {twin.seed}" for key, (_, twin) in
+                 recorded_twins(record, experiment, open_runs, experiment.threads(jobs)).items()}
+                if record is not None and open_runs else {})
+    for key in reusable:
+        runs.state[key] = ("todo", None, 0.0)  # compare records it without training: no time left
+    recorded_time = estimate_time(experiment.name, [p.spec for p in planned], [results_dir, RECORD_DIR],
+                                  steps={p.spec.key: p.total_steps for p in planned},
+                                  params={p.spec.key: p.params for p in planned}, task=task.info.name,
+                                  threads=experiment.threads(jobs))
+    header = ["label", "done", "remaining", "partial", "time left"]
+    table, total_left, from_record = _label_table(planned, runs, recorded_time)
+    lines = [f"experiment {experiment.name!r}: task {task.info.name}, {len(planned)} runs; out {out}"
+             + (f"; results {record.csv}" if record is not None else "")
+             + (f" ({CONFIG_FILE} there: another experiment)" if not use_out else ""), ""]
+    lines += text_table(header, table).split("\n")
+    finished = sum(1 for s, _, _ in runs.state.values() if s == "done")
+    partial = sum(1 for s, _, _ in runs.state.values() if s == "partial")
+    eta = _eta(runs, len(planned), table, total_left, jobs, recorded_time if from_record else None)
+    lines += ["", f"{finished}/{len(planned)} done, {len(planned) - finished} remaining ({partial} partial); {eta}"]
+    if runs.stale:
+        lines += ["", "stale rows (train again, their rows will be replaced):"] + runs.stale
+    if reusable:
+        lines += ["", "recorded by another experiment with the same config (compare records them without training "
+                      "them, unless --no-reuse; not in the time left):"] + [f"  {k}: {v}" for k, v in reusable.items()]
+    if notes:
+        lines += [""] + notes
+    return "\n".join(lines)
+
+
+@dataclass
+class _RunStates:
+    """Per run key: (done | partial | todo, its training wall time, the fraction left); stale rows; partial runs'
+    "seed<s> <step>/<total>"."""
+
+    state: dict[str, tuple[str, float | None, float]] = field(default_factory=dict)
+    stale: list[str] = field(default_factory=list)
+    partial_text: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def walls(self) -> list[float]:
+        """The training wall times of the finished runs."""
+        return [w for s, w, _ in self.state.values() if s == "done" and w is not None]
+
+
+def _run_states(experiment: Experiment, planned: list, out: Path, record: ResultsDir | None, use_out: bool,
+                jobs: int, notes: list[str]) -> _RunStates:
+    """Where each planned run stands: a current row in the record, a finished or damaged result in ``out``, a
+    checkpoint, or nothing (damaged files noted in ``notes``)."""
     recorded = record.rows() if record is not None else {}
-    state: dict[str, tuple[str, float | None, float]] = {}  # key -> (done | partial | todo, wall_s, left fraction)
-    stale, partial_text = [], {}
+    runs = _RunStates()
     for p in planned:
         spec, folder = p.spec, run_dir(out, p.spec)
         row = recorded.get((spec.label, spec.seed))
         reason = record.stale_reason(row, run_config(experiment, spec, experiment.threads(jobs))) if row is not None else "absent"
         if row is not None and reason is None:
-            state[spec.key] = ("done", float(row["wall_s"] or 0.0), 0.0)
+            runs.state[spec.key] = ("done", float(row["wall_s"] or 0.0), 0.0)
             continue
         if row is not None:
-            stale.append(f"  {spec.label} seed {spec.seed}: {reason}")
+            runs.stale.append(f"  {spec.label} seed {spec.seed}: {reason}")
         if use_out and (folder / RESULT_FILE).exists():
             history = _finished_history(folder / RESULT_FILE)
             if history is not None:
-                state[spec.key] = ("done", history[-1]["wall_s"] if history else 0.0, 0.0)
+                runs.state[spec.key] = ("done", history[-1]["wall_s"] if history else 0.0, 0.0)
                 continue
             notes.append(f"{folder / RESULT_FILE}: damaged; the sweep will move it aside and train the run again")
         found = Checkpointer(str(folder), writes=False).find() if use_out else None
@@ -86,62 +136,50 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
             found = None
         if found is not None:
             step = int(Checkpointer.read_state(found).get("step", 0))
-            partial_text[spec.key] = f"seed{spec.seed} {step}/{p.total_steps}"
-            state[spec.key] = ("partial", None, max(0.0, 1.0 - step / max(1, p.total_steps)))
+            runs.partial_text[spec.key] = f"seed{spec.seed} {step}/{p.total_steps}"
+            runs.state[spec.key] = ("partial", None, max(0.0, 1.0 - step / max(1, p.total_steps)))
         else:
-            state[spec.key] = ("todo", None, 1.0)
-    open_runs = [p for p in planned if state[p.spec.key][0] != "done"]
-    reusable = ({key: f"{twin.experiment} {twin.label} seed {twin.seed}" for key, (_, twin) in
-                 recorded_twins(record, experiment, open_runs, experiment.threads(jobs)).items()}
-                if record is not None and open_runs else {})
-    for key in reusable:
-        state[key] = ("todo", None, 0.0)  # compare records it without training: no time left
-    walls = [w for s, w, _ in state.values() if s == "done" and w is not None]
-    recorded_time = estimate_time(experiment.name, [p.spec for p in planned], [results_dir, RECORD_DIR],
-                                  steps={p.spec.key: p.total_steps for p in planned},
-                                  params={p.spec.key: p.params for p in planned}, task=task.info.name,
-                                  threads=experiment.threads(jobs))
-    from_record = False  # whether a label's time left comes from the recorded runs
-    header = ["label", "done", "remaining", "partial", "time left"]
+            runs.state[spec.key] = ("todo", None, 1.0)
+    return runs
+
+
+def _label_table(planned: list, runs: _RunStates, recorded_time: TimeEstimate | None
+                 ) -> tuple[list[list[str]], float, bool]:
+    """One row per label (done, remaining, partial, time left), the total seconds left, and whether some label's
+    time left came from the recorded runs."""
+    walls = runs.walls
+    from_record = False
     table, total_left = [], 0.0
     for label in dict.fromkeys(p.spec.label for p in planned):
         keys = [p.spec.key for p in planned if p.spec.label == label]
-        done = [k for k in keys if state[k][0] == "done"]
-        mine = [state[k][1] for k in done if state[k][1] is not None]
+        done = [k for k in keys if runs.state[k][0] == "done"]
+        mine = [runs.state[k][1] for k in done if runs.state[k][1] is not None]
         mean = sum(mine) / len(mine) if mine else (sum(walls) / len(walls) if walls else None)
-        left = sum(state[k][2] for k in keys)
+        left = sum(runs.state[k][2] for k in keys)
         seconds = (mean or 0.0) * left
-        timed = recorded_time is not None and all(k in recorded_time.per_run for k in keys if state[k][2] > 0)
+        timed = recorded_time is not None and all(k in recorded_time.per_run for k in keys if runs.state[k][2] > 0)
         if not mine and timed and left > 0:
-            seconds, mean, from_record = sum(recorded_time.per_run.get(k, 0.0) * state[k][2] for k in keys), 0.0, True
+            seconds = sum(recorded_time.per_run.get(k, 0.0) * runs.state[k][2] for k in keys)
+            mean, from_record = 0.0, True
         total_left += seconds
         table.append([label, f"{len(done)}/{len(keys)}", str(len(keys) - len(done)),
-                      ", ".join(partial_text[k] for k in keys if k in partial_text) or "-",
+                      ", ".join(runs.partial_text[k] for k in keys if k in runs.partial_text) or "-",
                       "-" if left == 0 else ("?" if mean is None else _duration(seconds))])
-    lines = [f"experiment {experiment.name!r}: task {task.info.name}, {len(planned)} runs; out {out}"
-             + (f"; results {record.csv}" if record is not None else "")
-             + (f" ({CONFIG_FILE} there: another experiment)" if not use_out else ""), ""]
-    lines += text_table(header, table).split("\n")
-    finished = sum(1 for s, _, _ in state.values() if s == "done")
-    partial = sum(1 for s, _, _ in state.values() if s == "partial")
-    if finished == len(planned):
-        eta = "nothing left"
-    elif not any(left > 0 for _, _, left in state.values()):
-        eta = "no training left (the remaining runs are recorded by another experiment)"
-    elif not walls and not from_record:  # no label could be timed
-        eta = "time left unknown (no finished run yet, and no recorded one to go by)"
-    else:
-        sources = (["the training wall time of the finished runs"] if walls else []) + (
-            [_record_source(recorded_time)] if from_record and recorded_time is not None else [])
-        unknown = sum(1 for row in table if row[-1] == "?")
-        eta = (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from {' and '.join(sources)}"
-               + ("; the labels marked ? are not counted" if unknown else "") + ")")
-    lines += ["", f"{finished}/{len(planned)} done, {len(planned) - finished} remaining ({partial} partial); {eta}"]
-    if stale:
-        lines += ["", "stale rows (train again, their rows will be replaced):"] + stale
-    if reusable:
-        lines += ["", "recorded by another experiment with the same config (compare records them without training "
-                      "them, unless --no-reuse; not in the time left):"] + [f"  {k}: {v}" for k, v in reusable.items()]
-    if notes:
-        lines += [""] + notes
-    return "\n".join(lines)
+    return table, total_left, from_record
+
+
+def _eta(runs: _RunStates, planned: int, table: list[list[str]], total_left: float, jobs: int,
+         recorded_time: TimeEstimate | None) -> str:
+    """The time left in words (``recorded_time``: given where some label was timed from the recorded runs)."""
+    finished = sum(1 for s, _, _ in runs.state.values() if s == "done")
+    if finished == planned:
+        return "nothing left"
+    if not any(left > 0 for _, _, left in runs.state.values()):
+        return "no training left (the remaining runs are recorded by another experiment)"
+    if not runs.walls and recorded_time is None:  # no label could be timed
+        return "time left unknown (no finished run yet, and no recorded one to go by)"
+    sources = (["the training wall time of the finished runs"] if runs.walls else []) + (
+        [_record_source(recorded_time)] if recorded_time is not None else [])
+    unknown = sum(1 for row in table if row[-1] == "?")
+    return (f"estimated time left {_duration(total_left / jobs)} at --jobs {jobs} (from {' and '.join(sources)}"
+            + ("; the labels marked ? are not counted" if unknown else "") + ")")
