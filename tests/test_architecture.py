@@ -71,3 +71,14 @@ def test_a_package_docstring_names_its_modules_and_only_those(package):
     present = {m.name for m in pkgutil.iter_modules(module.__path__)}
     assert named == present, f"{package}: named but absent {sorted(named - present)}, absent from the docstring " \
                              f"{sorted(present - named)}"
+
+
+def test_no_function_of_the_package_runs_over_80_lines():
+    import ast
+
+    long = []
+    for path in sorted((ROOT / "src" / "tokenmix").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not long, long

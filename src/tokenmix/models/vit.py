@@ -148,22 +148,7 @@ class ViT(nn.Module):
         if mixer_options is not None and not isinstance(mixer_options, dict):
             raise ValueError(f"{owner}: mixer_options must be a dict or None, got {type(mixer_options).__name__}")
 
-        names = pattern_names(mixer, owner)  # ValueError listing the registered names if unknown
-        for name in names:
-            if not mixer_info(name).bidirectional:
-                raise ValueError(f"{owner}: mixer {name!r} is causal only (it cannot run bidirectionally), "
-                                 f"so it cannot mix image patches")
-        spatial = {mixer_info(name).spatial for name in names}
-        if len(spatial) > 1:
-            raise ValueError(f"{owner}: the pattern {names} mixes spatial and 1-D mixers; use one kind")
-        spatial = spatial.pop()
-        if pooling is None:
-            pooling = "mean" if spatial else "cls"
-        if pooling not in POOLINGS:
-            raise ValueError(f"{owner}: pooling must be one of {POOLINGS}, got {pooling!r}")
-        if spatial and pooling == "cls":
-            raise ValueError(f"{owner}: mixer {mixer!r} is spatial: it mixes the patch grid, which has no place "
-                             f"for a CLS token; use pooling='mean'")
+        names, spatial, pooling = _mixers_and_pooling(mixer, pooling, owner)
 
         (h, w), (ph, pw) = self.image_size, self.patch_size
         self.grid = (math.ceil(h / ph), math.ceil(w / pw))
@@ -237,3 +222,25 @@ class ViT(nn.Module):
         x = self.features(images)
         pooled = x[:, 0] if self.pooling == "cls" else x.mean(dim=1)
         return self.head(pooled)
+
+
+def _mixers_and_pooling(mixer: str | list, pooling: str | None, owner: str) -> tuple[list[str], bool, str]:
+    """The mechanisms of ``mixer`` (each able to run bidirectionally), whether they are spatial (all or none), and
+    the pooling (its default filled in, checked against them)."""
+    names = pattern_names(mixer, owner)  # ValueError listing the registered names if unknown
+    for name in names:
+        if not mixer_info(name).bidirectional:
+            raise ValueError(f"{owner}: mixer {name!r} is causal only (it cannot run bidirectionally), "
+                             f"so it cannot mix image patches")
+    kinds = {mixer_info(name).spatial for name in names}
+    if len(kinds) > 1:
+        raise ValueError(f"{owner}: the pattern {names} mixes spatial and 1-D mixers; use one kind")
+    spatial = kinds.pop()
+    if pooling is None:
+        pooling = "mean" if spatial else "cls"
+    if pooling not in POOLINGS:
+        raise ValueError(f"{owner}: pooling must be one of {POOLINGS}, got {pooling!r}")
+    if spatial and pooling == "cls":
+        raise ValueError(f"{owner}: mixer {mixer!r} is spatial: it mixes the patch grid, which has no place "
+                         f"for a CLS token; use pooling='mean'")
+    return names, spatial, pooling

@@ -182,6 +182,38 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     (``causal`` for PyTorch models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model,
     optimizer, stage, step); a call with the same arguments finding it resumes where it stopped. The only
     mechanism with learned feature maps is ``"linear"``."""
+    transfer_steps = _checked(method, name, transfer_steps, finetune_steps, eval_batches, checkpoint_every, finetune,
+                              lora_rank)
+    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    replaced = _swap(model, name, method, feature_dim, causal=causal, max_len=max_len, filter=filter,
+                     ignore_dropout=ignore_dropout)
+    report = LinearizeReport(method=method, replaced=replaced)
+    saved = _load(checkpoint)
+    if saved is not None and saved["stage"] == "finetune" and finetune == "lora":
+        _add_adapters(model, lora_rank)  # the checkpoint holds them
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        report.transfer_losses = list(saved["transfer_losses"])
+        report.finetune_losses = list(saved["finetune_losses"])
+        report.gaps_before = dict(saved["gaps_before"])  # those of the swap itself, not of the checkpoint
+    eval_data = data if eval_data is None else eval_data
+    if not report.gaps_before:
+        kl, error = _gaps(model, eval_data, eval_batches)
+        report.gaps_before = {path: (kl[path], error[path]) for path in kl}
+    if method in METHOD_LOSS and transfer_steps:
+        _transfer(model, method, transfer_steps, transfer_lr, data, checkpoint, checkpoint_every, report, progress)
+    kl_after, error_after = _gaps(model, eval_data, eval_batches)
+    report.layers = [LayerGap(p, report.gaps_before[p][0], kl_after[p], report.gaps_before[p][1], error_after[p])
+                     for p in kl_after]
+    if finetune_steps:
+        _finetune(model, finetune, lora_rank, loss_fn, finetune_steps, finetune_lr, data, checkpoint,
+                  checkpoint_every, report, progress)
+    return report
+
+
+def _checked(method: str, name: str, transfer_steps: int | None, finetune_steps: int, eval_batches: int,
+             checkpoint_every: int, finetune: str, lora_rank: int) -> int:
+    """The arguments of :func:`linearize` checked; the transfer steps (its default filled in)."""
     if method not in METHODS:
         raise ValueError(f"linearize: method must be one of {', '.join(METHODS)}; got {method!r}")
     if name != "linear":
@@ -200,54 +232,50 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
         raise ValueError(f"linearize: finetune must be 'all' or 'lora', got {finetune!r}")
     if finetune == "lora" and (isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1):
         raise ValueError(f"linearize: lora_rank must be a positive int, got {lora_rank!r}")
-    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    return transfer_steps
+
+
+def _swap(model: nn.Module, name: str, method: str, feature_dim: int | None, *, causal: bool | Callable[[str], bool],
+          max_len: int | None, filter: Callable[[str], bool] | None, ignore_dropout: bool) -> int:
+    """Each softmax attention of ``model`` swapped for ``name`` with ``method``'s feature map; how many."""
     options: dict[str, Any] = {"feature_map": METHODS[method]}
     if feature_dim is not None:
         options["feature_dim"] = feature_dim
     if is_hf_model(model):
         if causal is not False:
             raise ValueError("linearize: a Hugging Face model's modules decide causality; causal= does not apply")
-        replaced = replace_attention(model, name, max_len=max_len, filter=filter, ignore_dropout=ignore_dropout,
-                                     **options)
-    else:
-        replaced = replace_attention(model, name, causal=causal, max_len=max_len, filter=filter, copy_weights=True,
-                                     ignore_dropout=ignore_dropout, **options)
-    report = LinearizeReport(method=method, replaced=replaced)
-    saved = _load(checkpoint)
-    if saved is not None and saved["stage"] == "finetune" and finetune == "lora":
-        _add_adapters(model, lora_rank)  # the checkpoint holds them
-    if saved is not None:
-        model.load_state_dict(saved["model"])
-        report.transfer_losses = list(saved["transfer_losses"])
-        report.finetune_losses = list(saved["finetune_losses"])
-        report.gaps_before = dict(saved["gaps_before"])  # those of the swap itself, not of the checkpoint
-    eval_data = data if eval_data is None else eval_data
-    if not report.gaps_before:
-        kl, error = _gaps(model, eval_data, eval_batches)
-        report.gaps_before = {path: (kl[path], error[path]) for path in kl}
-    if method in METHOD_LOSS and transfer_steps:
-        def transfer_loss(batch: Any) -> Tensor:
-            with attention_transfer(model, METHOD_LOSS[method]) as transfer:
-                _call(model, batch)
-            return torch.stack(transfer.losses).mean()
+        return replace_attention(model, name, max_len=max_len, filter=filter, ignore_dropout=ignore_dropout,
+                                 **options)
+    return replace_attention(model, name, causal=causal, max_len=max_len, filter=filter, copy_weights=True,
+                             ignore_dropout=ignore_dropout, **options)
 
-        with only_feature_maps(model) as maps:
-            _stage("transfer", model, maps, transfer_steps, transfer_lr, data, transfer_loss,
-                   report.transfer_losses, checkpoint, checkpoint_every, report, progress)
-    kl_after, error_after = _gaps(model, eval_data, eval_batches)
-    report.layers = [LayerGap(p, report.gaps_before[p][0], kl_after[p], report.gaps_before[p][1], error_after[p])
-                     for p in kl_after]
-    if finetune_steps:
-        loss_of = (lambda batch: loss_fn(model, batch)) if loss_fn is not None else (
-            lambda batch: _default_loss(model, batch))
-        if finetune == "lora" and not _adapters(model):
-            _add_adapters(model, lora_rank)
-        trained = [p for n, p in model.named_parameters() if p.requires_grad and (finetune == "all" or "lora_" in n)]
-        _stage("finetune", model, trained, finetune_steps, finetune_lr, data, loss_of, report.finetune_losses,
-               checkpoint, checkpoint_every, report, progress)
-        if finetune == "lora":
-            _merge_adapters(model)
-    return report
+
+def _transfer(model: nn.Module, method: str, steps: int, lr: float, data: Iterable, checkpoint: Path | None,
+              checkpoint_every: int, report: LinearizeReport, progress: bool) -> None:
+    """Train the feature maps alone to match the teacher's attention (``method``'s transfer loss)."""
+    def transfer_loss(batch: Any) -> Tensor:
+        with attention_transfer(model, METHOD_LOSS[method]) as transfer:
+            _call(model, batch)
+        return torch.stack(transfer.losses).mean()
+
+    with only_feature_maps(model) as maps:
+        _stage("transfer", model, maps, steps, lr, data, transfer_loss, report.transfer_losses, checkpoint,
+               checkpoint_every, report, progress)
+
+
+def _finetune(model: nn.Module, finetune: str, lora_rank: int, loss_fn: Callable[[nn.Module, Any], Tensor] | None,
+              steps: int, lr: float, data: Iterable, checkpoint: Path | None, checkpoint_every: int,
+              report: LinearizeReport, progress: bool) -> None:
+    """Fine-tune every weight (``"all"``) or LoRA adapters on the attention projections, merged at the end."""
+    loss_of = (lambda batch: loss_fn(model, batch)) if loss_fn is not None else (
+        lambda batch: _default_loss(model, batch))
+    if finetune == "lora" and not _adapters(model):
+        _add_adapters(model, lora_rank)
+    trained = [p for n, p in model.named_parameters() if p.requires_grad and (finetune == "all" or "lora_" in n)]
+    _stage("finetune", model, trained, steps, lr, data, loss_of, report.finetune_losses, checkpoint,
+           checkpoint_every, report, progress)
+    if finetune == "lora":
+        _merge_adapters(model)
 
 
 def _projections(model: nn.Module) -> list[str]:
