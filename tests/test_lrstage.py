@@ -161,13 +161,13 @@ def test_the_recall_section_tabulates_the_sweep_and_draws_both_pictures(tmp_path
     data = tmp_path / "docs"
     data.mkdir()
     assert "Not run yet" in recall_section(data)[2]
-    for n, rows in ((64, "softmax-d64,0,0.99\nsoftmax-d64,1,0.97\nlinear-d64,0,0.6\n"),
-                    (256, "softmax-d64,0,0.9\nlinear-d64,0,0.2\nlinear-d256,0,0.5\n")):
+    for n, rows in ((64, "softmax-d64,0,0.99\nsoftmax-d64,1,0.97\nlinear-d64,0,0.6\nlinear-d256,0,0.5\n"),
+                    (128, "softmax-d64,0,0.9\nlinear-d64,0,0.2\n")):
         (data / f"002-zoology-mqar-{n}.csv").write_text("label,seed,value\n" + rows)
     experiments = Path(__file__).resolve().parents[1] / "experiments"
     lines = recall_section(data, experiments=experiments, out=tmp_path / "reproduction.md")
     text = "\n".join(lines)
-    assert "| softmax-d64 | 0.980 (2) |  | 0.900 (1) |  |" in text and "| linear-d256 |  |  | 0.500 (1) |  |" in text
+    assert "| softmax-d64 | 0.980 (2) | 0.900 (1) |" in text and "| linear-d256 | 0.500 (1) |  |" in text
     assert (data / "img" / "005-accuracy-vs-length.png").stat().st_size > 0
     assert (data / "img" / "005-accuracy-vs-state.png").stat().st_size > 0
     assert "(docs/img/005-accuracy-vs-state.png)" in text

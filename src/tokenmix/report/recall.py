@@ -1,5 +1,5 @@
 """The recall sweep's two pictures and its table (paper key 005): MQAR accuracy against sequence length at width 64
-(Arora et al. (2023), Zoology, Figure 2) and against the decoding state at 256 tokens, one curve per mechanism over
+(Arora et al. (2023), Zoology, Figure 2) and against the decoding state at 64 tokens, one curve per mechanism over
 its widths (Arora et al. (2024), Based, Figure 2). Read from the committed rows of
 ``002-zoology-mqar-<N>.csv`` (the runs at the rates chosen on validation); each label's state is measured by
 building its model from the experiment file (:func:`tokenmix.training.statesize.state_sizes`)."""
@@ -11,12 +11,14 @@ import re
 import statistics
 from pathlib import Path
 
+from tokenmix.training.recallsweep import CELLS
+
 from .tables import table
 
 __all__ = ["LENGTHS", "recall_section", "recall_values"]
 
-LENGTHS = (64, 128, 256, 512)
-STATE_LENGTH = 256  # the length whose file sweeps the widths
+LENGTHS = tuple(CELLS)
+STATE_LENGTH = 64  # the length whose file sweeps the widths
 COMMAND = "tokenmix compare --config experiments/002-zoology-mqar-{n}.toml --results docs/reproduction --jobs 2"
 _LABEL = re.compile(r"^(?P<mechanism>.+)-d(?P<width>[0-9]+)$")
 
@@ -36,7 +38,7 @@ def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
 
 
 def _states(experiments: Path) -> dict[str, int]:
-    """Each label of the 256-token file: its decoding state in bytes after 256 tokens."""
+    """Each label of the STATE_LENGTH-token file: its decoding state in bytes after 256 tokens."""
     from tokenmix.training.build import plan_task
     from tokenmix.training.experiment import load_experiment
     from tokenmix.training.statesize import state_sizes
@@ -65,7 +67,8 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
         if points:
             ax.plot(*zip(*points), marker="o", color=colours[m], label=m)
     ax.set_xscale("log", base=2)
-    ax.set(xlabel="sequence length (tokens; pairs 4, 8, 16, 64)", ylabel="test accuracy (mean over seeds)",
+    pairs = ", ".join(str(c.pairs) for c in CELLS.values())
+    ax.set(xlabel=f"sequence length (tokens; pairs {pairs})", ylabel="test accuracy (mean over seeds)",
            title="MQAR at width 64 (Zoology, Figure 2)")
     ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
