@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import tokenmix
-from tokenmix.training.linearize import attention_transfer, swapped_mechanisms
+from tokenmix.conversion import attention_transfer, swapped_mechanisms
 
 
 def _encoder(seed: int = 0) -> nn.Module:

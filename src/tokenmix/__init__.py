@@ -4,7 +4,7 @@ from . import mixers, models  # noqa: F401  (mixers: registers the built-in mech
 from .models.hf import load_converted
 from .models.replace import decoding, replace_attention
 from .registry import MixerInfo, create_mixer, list_mixers, mixer_info, register_mixer
-from .training.linearize import linearize
+from .conversion import linearize
 
 __version__ = "0.1.0"
 __all__ = ["MixerInfo", "create_mixer", "list_mixers", "mixer_info", "register_mixer", "replace_attention",

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> None:
     except ModuleNotFoundError:
         raise SystemExit("tokenmix convert: needs transformers (pip install 'tokenmix[hf]')") from None
     from ..models.hf import save_converted
-    from ..training.linearize import METHODS, linearize
+    from ..conversion import METHODS, linearize
 
     try:
         for what in ("length", "batch"):

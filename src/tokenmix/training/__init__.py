@@ -14,8 +14,8 @@ bottom (a module imports only from those below it; ``docs/architecture.md`` has 
 * one run: :mod:`.loop` (the loop, its state and the evaluation rules), :mod:`.setup`, :mod:`.batches`,
   :mod:`.checkpoint`, :mod:`.reporting`, :mod:`.warmstart`, :mod:`.numerics` (the pinned kernel level);
 * safe files and records: :mod:`.locks`, :mod:`.files`, :mod:`.csvrecords`, :mod:`.provenance`, :mod:`.gitcommit`,
-  :mod:`.locality`;
-* conversion of a trained model: :mod:`.linearize` and :mod:`.transfer` (attention transfer).
+  :mod:`.locality`.
 
-The per-paper presets are :mod:`tokenmix.protocols`; the claims and their tests, :mod:`tokenmix.study`.
+The per-paper presets are :mod:`tokenmix.protocols`; the claims and their tests, :mod:`tokenmix.study`; the
+conversion of a trained model (``linearize``, attention transfer), :mod:`tokenmix.conversion`.
 """

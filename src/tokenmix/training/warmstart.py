@@ -12,7 +12,7 @@ A label's ``model`` table in an experiment file may hold:
   weights under those module paths out on both sides (a classifier's head for another number of classes, say):
   the run's own keep their initialisation; a path that names no weight of either is an error.
 * ``transfer = { method = "hedgehog" | "lolcats", steps = N, lr = 0.01 }`` (with ``init_from``): before training,
-  N steps of attention transfer (:mod:`tokenmix.training.transfer`) on the task's training batches train the
+  N steps of attention transfer (:mod:`tokenmix.conversion.transfer`) on the task's training batches train the
   feature maps alone to reproduce each layer's softmax teacher; the training that follows is the fine-tuning.
   A resumed run has them in its checkpoint and skips the transfer.
 
@@ -32,7 +32,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..mixers.base import Mixer
-from .transfer import METHOD_LOSS, attention_transfer, feature_map_parameters, only_feature_maps
+from ..conversion.transfer import METHOD_LOSS, attention_transfer, feature_map_parameters, only_feature_maps
 
 __all__ = ["WARM_KEYS", "split_warm_start", "check_warm_start", "teacher_file", "load_teacher", "transfer_stage"]
 

@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from ..models.hf import HFMechanism, is_hf_model
 from ..models.replace import MixerAttention, replace_attention
@@ -150,7 +149,7 @@ def _stage(name: str, model: nn.Module, params: list[nn.Parameter], steps: int, 
     for _ in range(start):  # the same batches as an uninterrupted run would see next
         next(batches)
     model.train()
-    for step in tqdm(range(start, steps), desc=f"linearize: {name}", disable=not progress, initial=start,
+    for step in _progress(range(start, steps), desc=f"linearize: {name}", disable=not progress, initial=start,
                      total=steps):
         loss = loss_of(next(batches))
         optimizer.zero_grad(set_to_none=True)
@@ -170,7 +169,7 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
               checkpoint: str | Path | None = None, checkpoint_every: int = 50,
               progress: bool = True) -> LinearizeReport:
     """Swap each softmax attention of ``model`` (in place) for ``name`` with the learned feature map of ``method``
-    (``"t2r"``, ``"hedgehog"``, ``"lolcats"``: see :mod:`tokenmix.training.linearize`), train the feature maps
+    (``"t2r"``, ``"hedgehog"``, ``"lolcats"``: see :mod:`tokenmix.conversion.linearize`), train the feature maps
     alone on the teacher for ``transfer_steps`` (hedgehog, lolcats: default 100; T2R has no such stage), then
     fine-tune for ``finetune_steps`` with ``loss_fn`` (``finetune="all"``: every weight; ``"lora"``: low-rank
     adapters of rank ``lora_rank`` on the attention projections alone, through ``peft``, merged into the weights
@@ -277,6 +276,14 @@ def _finetune(model: nn.Module, finetune: str, lora_rank: int, loss_fn: Callable
     if finetune == "lora":
         _merge_adapters(model)
 
+
+def _progress(steps: range, **options: Any) -> Iterable[int]:
+    """``steps`` under tqdm's bar where tqdm is installed (it is no dependency of the core), plain otherwise."""
+    try:
+        from tqdm.auto import tqdm
+    except ModuleNotFoundError:
+        return steps
+    return tqdm(steps, **options)
 
 def _projections(model: nn.Module) -> list[str]:
     """The names of the Q/K/V and output projections of every swapped attention (LoRA's targets): the linear
