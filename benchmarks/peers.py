@@ -72,7 +72,7 @@ def _timing() -> ModuleType:
     """This checkout's ``tokenmix.timing``, loaded from its file: when PYTHONPATH points ``tokenmix`` at another
     checkout (``--columns``), that checkout's mixers are still timed by this checkout's helper."""
     spec = importlib.util.spec_from_file_location("peers_timing", Path(__file__).resolve().parents[1] / "src" /
-                                                  "tokenmix" / "timing.py")
+                                                  "tokenmix" / "timing" / "__init__.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -82,3 +82,18 @@ def test_no_function_of_the_package_runs_over_80_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
                 long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not long, long
+
+
+def test_the_core_and_the_lab_ship_every_package_once():
+    """Each package of src/tokenmix is in exactly one of the two installables, and the forbidden contract names
+    the same cut."""
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lab = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text())
+    core_packages, lab_packages = set(core["tool"]["setuptools"]["packages"]), set(lab["tool"]["setuptools"]["packages"])
+    present = {".".join(p.relative_to(ROOT / "src").parent.parts) for p in (ROOT / "src" / "tokenmix").rglob("__init__.py")}
+    assert core_packages | lab_packages == present and not core_packages & lab_packages
+    forbidden = next(c for c in _contracts() if c["id"] == "core-lab")
+    assert set(forbidden["forbidden_modules"]) == lab_packages
+    assert set(forbidden["source_modules"]) == {p for p in core_packages if p != "tokenmix"} | {
+        f"tokenmix.{m.stem}" for m in (ROOT / "src" / "tokenmix").glob("*.py") if m.stem != "__init__"}
+    assert (ROOT / "lab" / "src").resolve() == (ROOT / "src").resolve()

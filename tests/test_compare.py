@@ -273,7 +273,7 @@ def test_without_matplotlib_the_sweep_still_finishes(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ModuleNotFoundError
     rows = compare(tiny("mixers=['relation']", "seeds=[0]"), tmp_path, isolate=False, progress=False)
     assert rows and (tmp_path / "results.csv").exists() and not (tmp_path / "metric_vs_time.png").exists()
-    assert "pip install 'tokenmix[plot]'" in (tmp_path / "report.md").read_text()
+    assert "pip install 'tokenmix-lab[plot]'" in (tmp_path / "report.md").read_text()
 
 
 # -- the CLI ------------------------------------------------------------------------------------------------

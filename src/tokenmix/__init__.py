@@ -1,4 +1,6 @@
-"""tokenmix: drop-in replacements for quadratic self-attention, and tools to compare them."""
+"""tokenmix: drop-in replacements for quadratic self-attention (the core: mechanisms, ``replace_attention``,
+``decoding``, ``linearize``). The lab that compares them (tasks, training, sweeps, the report, the ``tokenmix``
+command) is a second installable, ``tokenmix-lab``, in the same namespace; importing this package loads none of it."""
 
 from . import mixers, models  # noqa: F401  (mixers: registers the built-in mechanisms)
 from .models.hf import load_converted

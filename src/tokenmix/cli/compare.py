@@ -66,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "(in --out and --results) and the estimated time left, and train nothing")
     cp.add_argument("--executor", choices=["local", "submitit"], default="local", help="where the runs train: "
                     "local processes (--jobs at once), or cluster jobs through submitit, one per run (needs "
-                    "pip install 'tokenmix[cluster]'; see --cluster)")
+                    "pip install 'tokenmix-lab[cluster]'; see --cluster)")
     cp.add_argument("--cluster", dest="cluster_options", action="append", default=[], metavar="KEY=VALUE",
                     help="with --executor submitit: a submitit parameter (repeatable), e.g. cluster=slurm|local|debug, "
                     "slurm_partition=gpu, timeout_min=60 (default 60; a timed-out or preempted run is requeued and "

@@ -36,7 +36,7 @@ Both loaders return ``{split: [(text, label), ...]}`` where ``text`` is a string
 
 **Hugging Face** (``data_dir=None``): ``datasets.load_dataset("nyu-mll/glue", name)`` /
 ``datasets.load_dataset("stanfordnlp/imdb")``. ``datasets`` is an optional extra
-(``pip install 'tokenmix[hf]'``) imported only here, inside the functions. When the hub cannot be reached
+(``pip install 'tokenmix-lab[hf]'``) imported only here, inside the functions. When the hub cannot be reached
 (no network) a :class:`HubUnreachableError` says so and how to use local files instead.
 
 Splits: GLUE's test sets have no public labels, so :func:`load_glue` returns ``"train"`` and the
@@ -57,7 +57,7 @@ from .source import DataSource
 __all__ = ["GLUE_SOURCE", "GLUE_TASKS", "GLUE_NAMES", "HF_INSTALL_HINT", "HubUnreachableError", "IMDB_SOURCE",
            "glue_spec", "load_glue", "load_imdb"]
 
-HF_INSTALL_HINT = "pip install 'tokenmix[hf]'  (or: pip install datasets)"
+HF_INSTALL_HINT = "pip install 'tokenmix-lab[hf]'  (or: pip install datasets)"
 
 Example = tuple[Union[str, tuple[str, str]], int]
 

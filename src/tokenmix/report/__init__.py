@@ -11,7 +11,7 @@ the experiment files.
 
 The maths (claims, the exact tests, Holm, the verdict rule) is :mod:`tokenmix.study`, which the run layer's
 ``--dry-run`` uses too; :func:`judge` is re-exported from it. The statistics need scipy (``pip install
-'tokenmix[report]'``); parsing claims and planning do not.
+'tokenmix-lab[report]'``); parsing claims and planning do not.
 """
 
 from __future__ import annotations

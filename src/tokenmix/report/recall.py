@@ -54,7 +54,7 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
     try:
         import matplotlib
     except ModuleNotFoundError:
-        return ["Plots skipped: matplotlib is not installed (`pip install 'tokenmix[plot]'`)."]
+        return ["Plots skipped: matplotlib is not installed (`pip install 'tokenmix-lab[plot]'`)."]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -101,7 +101,7 @@ def _t_quantile(p: float, dof: int) -> float:
     try:
         from scipy import stats
     except ModuleNotFoundError:
-        raise ModuleNotFoundError("quadratic_fit's interval needs scipy: pip install 'tokenmix[report]'") from None
+        raise ModuleNotFoundError("quadratic_fit's interval needs scipy: pip install 'tokenmix-lab[report]'") from None
     return float(stats.t.ppf(p, dof))
 
 

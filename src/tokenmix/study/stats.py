@@ -42,7 +42,7 @@ def _scipy():
     try:
         from scipy import stats
     except ModuleNotFoundError:
-        raise ModuleNotFoundError("the report's exact tests need scipy: pip install 'tokenmix[report]'") from None
+        raise ModuleNotFoundError("the report's exact tests need scipy: pip install 'tokenmix-lab[report]'") from None
     return stats
 
 

@@ -34,7 +34,7 @@ The baselines per task:
 * ``fashion_pixels`` (Xiao et al., 2017): raw pixels and ink amount (the real data: the training split against
   the test split, which no seed changes).
 
-Needs scipy (``pip install 'tokenmix[audit]'``) for the component statistics.
+Needs scipy (``pip install 'tokenmix-lab[audit]'``) for the component statistics.
 """
 
 from __future__ import annotations

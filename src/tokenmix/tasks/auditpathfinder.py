@@ -104,7 +104,7 @@ def _labelled(data: PathfinderData, threshold: float, dilation: int) -> list[tup
         try:
             from scipy import ndimage
         except ModuleNotFoundError:
-            raise ModuleNotFoundError("the component statistics need scipy: pip install 'tokenmix[audit]'") from None
+            raise ModuleNotFoundError("the component statistics need scipy: pip install 'tokenmix-lab[audit]'") from None
 
         square = np.ones((3, 3), dtype=bool)
         out = []

@@ -1,7 +1,7 @@
 """Tasks "imdb" and "glue": the text benchmarks of Yamada et al. (2022) section 3.2 (GLUE classification tasks; IMDb).
 
 Data: :mod:`tokenmix.data.hf` -- local files in the official layouts (``data_dir=...``), or Hugging Face
-``datasets`` (``data_dir=None``; optional extra ``tokenmix[hf]``; needs the hub or its cache).
+``datasets`` (``data_dir=None``; optional extra ``tokenmix-lab[hf]``; needs the hub or its cache).
 
 Splits. GLUE's test labels are not public (Yamada et al. (2022) submitted predictions to the GLUE server), so here
 ``test`` = the official dev set (MNLI: dev-matched; ``subtask="mnli_mismatched"``: dev-mismatched) and

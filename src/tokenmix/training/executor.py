@@ -206,7 +206,7 @@ def _submitit() -> Any:
     try:
         import submitit
     except ImportError:
-        raise ValueError("--executor submitit needs submitit: pip install 'tokenmix[cluster]'") from None
+        raise ValueError("--executor submitit needs submitit: pip install 'tokenmix-lab[cluster]'") from None
     return submitit
 
 

@@ -109,7 +109,7 @@ def plot_histories(histories: dict, summary: list[dict[str, Any]], metric: str, 
     try:
         import matplotlib
     except ModuleNotFoundError:
-        return [f"Plots skipped ({', '.join(plots)}): matplotlib is not installed; pip install 'tokenmix[plot]' "
+        return [f"Plots skipped ({', '.join(plots)}): matplotlib is not installed; pip install 'tokenmix-lab[plot]' "
                 f"and run the same command again to draw them."]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

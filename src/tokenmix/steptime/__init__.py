@@ -45,16 +45,16 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from .tasks.base import Task
-from .tasks.batches import ImageBatch, LMBatch, TokenBatch
-from .timing import measure, median_interval
-from .training.batches import remaining_batches
-from .training.config import TrainConfig
-from .training.files import atomic_write_text
-from .training.build import build_model, make_task
-from .training.experiment import Experiment, RunSpec
-from .training.loop import make_scheduler, train_step
-from .training.setup import make_optimizer, plan_run
+from ..tasks.base import Task
+from ..tasks.batches import ImageBatch, LMBatch, TokenBatch
+from ..timing import measure, median_interval
+from ..training.batches import remaining_batches
+from ..training.config import TrainConfig
+from ..training.files import atomic_write_text
+from ..training.build import build_model, make_task
+from ..training.experiment import Experiment, RunSpec
+from ..training.loop import make_scheduler, train_step
+from ..training.setup import make_optimizer, plan_run
 
 __all__ = ["COLUMNS", "StepCase", "training_cases", "time_training_steps", "time_scaling", "slopes", "Slope",
            "step_summary", "step_table", "scaling_table", "write_csv", "default_path"]
@@ -220,7 +220,7 @@ def _peak_child(shell: Task, run: RunSpec, config: TrainConfig, total_steps: int
                 threads: int, warm: Task, warm_length: int) -> float:
     """In a fresh process: one step of a small model first (the process's one-time costs), then the peak
     memory of the first step at ``length`` (optimiser state included), by ``tokenmix speed``'s method."""
-    from .speed.measure import cpu_peak_mb, cuda_peak_mb
+    from ..speed.measure import cpu_peak_mb, cuda_peak_mb
 
     torch.set_num_threads(threads)
     _scaling_case(warm, run, config, total_steps, warm_length, batch).step()
