@@ -158,6 +158,9 @@ FLOP_BOUNDS: dict[tuple[str, bool], tuple[float, float]] = {
     **{(n, True): _GEMM for n in ("average", "mlp", "relation")},
     **{("baseconv", c): _GEMM for c in (False, True)},  # the projection and the depthwise filter (k = 3 taps)
     **{(n, True): _CHUNKED for n in ("cosformer", "kerformer", "linear", "performer")},
+    # the delta rule, counted in the recurrent form and computed in chunks (here one chunk of 64 = l): the C x C
+    # products (k k^T, q k^T, the scores times the writes) and both triangular solves' right-hand sides
+    **{(n, True): _CHUNKED for n in ("deltanet", "gated_deltanet")},
     ("softmax", True): (1.0, 2.0),  # the fused causal attention is measured as the full l x l product
     **{(n, c): _SPARSE for n in ("sparse_fixed", "sparse_strided") for c in (False, True)},
     **{(n, True): _DIRECT_CONV for n in ("extractor_she", "extractor_he", "extractor_we", "extractor_me")},

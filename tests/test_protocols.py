@@ -20,7 +20,7 @@ from tokenmix.models import (
     layer_mixers,
     parse_layer_mixer,
 )
-from tokenmix.ops.init import NORM_LAYERS, is_bias, normal_init_
+from tokenmix.ops.init import NORM_LAYERS, init_roles, is_bias, normal_init_
 from tokenmix.protocols import TRAIN_PRESETS
 from tokenmix.tasks import create_task
 from tokenmix.training.config import TrainConfig
@@ -30,11 +30,14 @@ VOCAB = 50
 
 
 def _weights_and_biases(module: nn.Module):
-    """(name, parameter) of every non-norm weight with enough entries to estimate a std, and every bias."""
+    """(name, parameter) of every non-norm weight with enough entries to estimate a std, and every bias; a
+    parameter its module keeps at its paper's own starting value (role "keep") or declares a norm gain is
+    neither."""
     norm = {id(p) for m in module.modules() if isinstance(m, NORM_LAYERS) for p in m.parameters(recurse=False)}
+    roles = init_roles(module)
     weights, biases = [], []
     for name, p in module.named_parameters():
-        if id(p) in norm:
+        if id(p) in norm or roles[name] in ("keep", "norm_gain"):
             continue
         (biases if is_bias(name) else weights).append((name, p))
     return weights, biases
@@ -52,6 +55,8 @@ def _assert_normal(module: nn.Module, std: float) -> None:
     for m in module.modules():
         if isinstance(m, NORM_LAYERS) and m.weight is not None:
             assert torch.all(m.weight == 1)
+    gains = [p for name, p in module.named_parameters() if init_roles(module)[name] == "norm_gain"]
+    assert all(torch.all(p == 1) for p in gains)
 
 
 # -- 1. initialisation parity ------------------------------------------------------------------------------

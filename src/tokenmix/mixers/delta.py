@@ -1,0 +1,156 @@
+"""The delta-rule family: DeltaNet and Gated DeltaNet, on the functions of :mod:`tokenmix.ops.delta_rule`."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..ops.delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, naive_recurrent_gated_delta_rule
+from ..registry import register_mixer
+from ..validate import is_positive_int
+from .base import Mixer
+
+__all__ = ["DeltaNet", "GatedDeltaNet"]
+
+
+class _DeltaRuleMixer(Mixer):
+    """The layer both papers build around the rule: ``q, k, v = SiLU(x W_q), SiLU(x W_k), SiLU(x W_v)`` split
+    into heads, ``q`` and ``k`` L2-normalised per head, ``beta = sigmoid(x W_beta)`` one writing strength per
+    head and token, the rule (:func:`~tokenmix.ops.delta_rule.chunk_gated_delta_rule`, ``scale = head_dim^-1/2``),
+    each head's output RMS-normalised, then ``W_o``. Padded positions write nothing (``k = v = beta = 0``, no
+    decay), so the state a real token reads holds real tokens only. Decoding keeps the (K, V) state per head,
+    O(H K V) per token whatever the length. Not here: the short causal convolution both papers put on q, k and
+    v (BaseConv is a mechanism of its own in tokenmix; a layer pattern puts it before this one).
+    """
+
+    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, chunk_size: int,
+                 bias: bool) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
+        if not is_positive_int(chunk_size):
+            self._fail(f"chunk_size must be a positive int, got {chunk_size!r}")
+        self._check_flag(bias, "bias")
+        self.chunk_size = chunk_size
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(dim, dim, bias=bias) for _ in range(3))
+        self.b_proj = nn.Linear(dim, num_heads, bias=True)
+        self.norm_weight = nn.Parameter(torch.ones(self.head_dim))
+        self.proj = nn.Linear(dim, dim, bias=bias)
+
+    def parameter_roles(self) -> dict[str, str]:
+        return {"norm_weight": "norm_gain"}  # the output RMSNorm's gain starts at one under any initialisation
+
+    def _heads(self, t: Tensor) -> Tensor:
+        return t.view(*t.shape[:2], self.num_heads, self.head_dim)
+
+    def _inputs(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, ...]:
+        """q, k, v (B, N, H, D), the log decay (B, N, H) or None, beta (B, N, H); padded positions write nothing."""
+        q, k, v = (self._heads(F.silu(p(x))) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
+        beta, decay = torch.sigmoid(self.b_proj(x)), self._log_decay(x)
+        if mask is not None:
+            real = mask[..., None].to(x.dtype)
+            k, v, beta = k * real[..., None], v * real[..., None], beta * real
+            decay = None if decay is None else decay * real
+        return q, k, v, decay, beta
+
+    def _log_decay(self, x: Tensor) -> Tensor | None:
+        return None
+
+    def _output(self, o: Tensor, x: Tensor) -> Tensor:
+        """Each head RMS-normalised (its weight shared by the heads), the heads concatenated, then ``W_o``."""
+        o = o.to(x.dtype)
+        o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-6) * self.norm_weight
+        return self.proj(o.reshape(*x.shape[:2], self.dim))
+
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        o, _ = chunk_gated_delta_rule(*self._inputs(x, mask), chunk_size=self.chunk_size)
+        return self._output(o, x)
+
+    def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        o, _ = naive_recurrent_gated_delta_rule(*self._inputs(x, mask))
+        return self._output(o, x)
+
+    def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
+        state_dtype = torch.float64 if dtype == torch.float64 else torch.float32  # the rule's own state dtype
+        return {"S": torch.zeros(batch_size, self.num_heads, self.head_dim, self.head_dim, dtype=state_dtype,
+                                 device=device)}
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        x = x_t[:, None]
+        o, s = fused_recurrent_gated_delta_rule(*self._inputs(x, None), initial_state=state["S"],
+                                                output_final_state=True)
+        return self._output(o, x)[:, 0], {"S": s}
+
+
+@register_mixer(
+    "deltanet",
+    paper="Schlag, Irie, Schmidhuber (2021) 'Linear Transformers Are Secretly Fast Weight Programmers' eqs. 17-18 "
+          "(the delta rule); Yang, Wang, Zhang, Shen, Kim (2024) 'Parallelizing Linear Transformers with the Delta "
+          "Rule over Sequence Length' §3 (the chunked form), §4 (the layer)",
+    complexity="O(N C d + N d^2 / H)",
+    causal=True,
+    bidirectional=False,
+    recurrent=True,
+)
+class DeltaNet(_DeltaRuleMixer):
+    """DeltaNet: ``S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``, ``o_t = S_t^T q_t / sqrt(D)`` per
+    head (Schlag et al. 2021 eqs. 17-18): each token first removes what the state recalls for its key, then
+    writes its value, with strength ``beta_t`` in (0, 1). Trained in the chunked form of Yang et al. (2024) (a
+    triangular solve per chunk of ``chunk_size`` tokens); the layer around it is :class:`_DeltaRuleMixer`'s.
+
+    Options:
+        chunk_size: tokens per chunk of the chunked form (speed only; the outputs are the same).
+        bias: biases of the q, k, v and output projections (the beta projection always has one).
+    """
+
+    def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = True, max_len: int | None = None,
+                 chunk_size: int = 64, bias: bool = False) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, chunk_size=chunk_size, bias=bias)
+
+
+@register_mixer(
+    "gated_deltanet",
+    paper="Yang, Kautz, Hatamizadeh (2025) 'Gated Delta Networks: Improving Mamba2 with Delta Rule' eq. 10 (the "
+          "gated delta rule), §3.3 (the layer); the decay's parameterisation and initialisation from Dao, Gu (2024) "
+          "'Transformers are SSMs' (Mamba-2)",
+    complexity="O(N C d + N d^2 / H)",
+    causal=True,
+    bidirectional=False,
+    recurrent=True,
+)
+class GatedDeltaNet(_DeltaRuleMixer):
+    """Gated DeltaNet: ``S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T`` (Yang et al. 2025 eq.
+    10): DeltaNet with a data-dependent decay per head and token, ``alpha_t = exp(-exp(A_log) softplus(x W_a +
+    dt_bias))`` as Mamba-2 parameterises it (``A`` drawn from U(0, 16), ``dt_bias`` the inverse softplus of a
+    ``dt`` drawn log-uniformly in [0.001, 0.1]), and the output gated per channel, ``RMSNorm(o) * SiLU(x W_g)``
+    (§3.3), before ``W_o``. The form Qwen3-Next ships.
+
+    Options:
+        chunk_size: tokens per chunk of the chunked form (speed only).
+        bias: biases of the q, k, v, gate and output projections.
+    """
+
+    def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = True, max_len: int | None = None,
+                 chunk_size: int = 64, bias: bool = False) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, chunk_size=chunk_size, bias=bias)
+        self.a_proj = nn.Linear(dim, num_heads, bias=False)
+        self.g_proj = nn.Linear(dim, dim, bias=bias)
+        self.A_log = nn.Parameter(torch.empty(num_heads).uniform_(0, 16).clamp_(min=1e-4).log())
+        dt = torch.exp(torch.empty(num_heads).uniform_(math.log(1e-3), math.log(1e-1))).clamp_(min=1e-4)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
+
+    def parameter_roles(self) -> dict[str, str]:
+        # Mamba-2's draws, not a model-wide initialisation
+        return {**super().parameter_roles(), "A_log": "keep", "dt_bias": "keep"}
+
+    def _log_decay(self, x: Tensor) -> Tensor:
+        return -self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)
+
+    def _output(self, o: Tensor, x: Tensor) -> Tensor:
+        o = o.to(x.dtype)
+        o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-6) * self.norm_weight
+        gate = F.silu(self._heads(self.g_proj(x)))
+        return self.proj((o * gate).reshape(*x.shape[:2], self.dim))
