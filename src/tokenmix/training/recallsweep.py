@@ -18,13 +18,18 @@ from .tomlfile import to_toml
 __all__ = ["MECHANISMS", "Cell", "CELLS", "LRS", "SEEDS", "BATCH", "VOCAB", "claims", "experiment", "file_text",
            "write_files"]
 
-# every causal mechanism of the seeds (and BaseConv), with the options the sweep gives them
+# every causal mechanism of tokenmix (the seeds', BaseConv, and those that came after), with the options the sweep
+# gives them
 MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "softmax": ("softmax", {}), "linear": ("linear", {}), "performer": ("performer", {}),
     "cosformer": ("cosformer", {}), "kerformer-noSEK": ("kerformer", {"se_k": False}), "relation": ("relation", {}),
     "average": ("average", {}), "sparse_fixed": ("sparse_fixed", {}), "sparse_strided": ("sparse_strided", {}),
     "extractor_she": ("extractor_she", {}), "extractor_he": ("extractor_he", {}), "extractor_we": ("extractor_we", {}),
-    "extractor_me": ("extractor_me", {}), "baseconv": ("baseconv", {}), "mlp": ("mlp", {}),
+    "extractor_me": ("extractor_me", {}), "baseconv": ("baseconv", {}),
+    # the mechanisms that came after the seeds (tokenmix.mixers.delta, tokenmix.mixers.gla)
+    "deltanet": ("deltanet", {}), "gated_deltanet": ("gated_deltanet", {}), "retention": ("retention", {}),
+    "gla": ("gla", {}),
+    "mlp": ("mlp", {}),
 }
 LRS = [3e-4, 1e-3, 3e-3, 1e-2]  # Zoology sweeps 4 log-spaced rates per cell
 SEEDS = list(range(8))  # 8 v 8: a Mann-Whitney p reaches 1/12,870 and a sign test 1/256: room in a Holm family of 14
@@ -62,6 +67,9 @@ ZOOLOGY = ("Arora et al. (2023), Figure 2: attention solves MQAR at every length
            "with width")
 BASED = ("Arora et al. (2024), Figure 2: recall rises with the recurrent state's size for each family, and attention "
          "sits on the frontier (the best recall for its state)")
+DELTANET = ("Yang, Wang, Zhang, Shen, Kim (2024), 'Parallelizing Linear Transformers with the Delta Rule over "
+            "Sequence Length', §5.1: on MQAR DeltaNet recalls where linear attention does not, the delta rule "
+            "overwriting the value a key held instead of adding to it")
 STANDING = ("added here: where each causal mechanism of the seeds stands against attention on recall, which none "
             "of their papers measured")
 
@@ -80,6 +88,8 @@ def claims(length: int) -> list[dict[str, Any]]:
             _claim("Attention solves MQAR at width 64 and 64 tokens (test accuracy above 0.9)", ZOOLOGY, "softmax-d64",
                    0.9),
             _claim("Attention beats linear attention (elu+1) at width 64 and 64 tokens", ZOOLOGY, "softmax-d64",
+                   "linear-d64"),
+            _claim("DeltaNet recalls more than linear attention at width 64 and 64 tokens", DELTANET, "deltanet-d64",
                    "linear-d64"),
             _claim("Linear attention recalls more with a larger state: width 256 above width 64", BASED, "linear-d256",
                    "linear-d64"),
@@ -145,8 +155,8 @@ def _paper(cell: Cell) -> dict[str, Any]:
                       "near 1.0 throughout; Based Figure 2: MQAR accuracy against recurrent state size, one curve "
                       "per family"),
             "claims": [c["text"] for n in CELLS for c in claims(n)],
-            "not_here": ("lengths 256 and 512, widths 512, Hyena, H3, RWKV, Mamba and Based itself (the gated and "
-                         "delta-rule mechanisms come with their own issue); the convolution Based puts beside each "
+            "not_here": ("lengths 256 and 512, widths 512, Hyena, H3, RWKV, Mamba-2 and Based itself (not in "
+                         "tokenmix yet); the short convolution Based, DeltaNet and Gated DeltaNet put beside each "
                          "mechanism"),
         }]
     return table
