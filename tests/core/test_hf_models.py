@@ -297,3 +297,10 @@ def test_a_kernel_mechanisms_decoding_state_stays_the_same_size():
         tokenmix.replace_attention(bert, "linear")
         with tokenmix.decoding(bert):
             pass
+
+
+def test_a_causal_only_mechanism_without_q_k_v_is_refused_as_such():
+    """The refusal names what is missing (the model's own Q/K/V), not a causal= the Hugging Face path never takes."""
+    model = _model("gpt2")
+    with pytest.raises(ValueError, match="'gated_deltanet' is not a Q/K/V mechanism"):
+        tokenmix.replace_attention(model, "gated_deltanet")

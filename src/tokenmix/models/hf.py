@@ -249,7 +249,8 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
     the library's attention interface an :class:`HFMechanism` for ``name`` (causal where the module is), and switch
     the model to the ``"tokenmix"`` attention and mask functions; return how many modules were given one."""
     info = mixer_info(name)
-    if info.spatial or not isinstance(create_mixer(name, 8, num_heads=1, max_len=64), QKVMixer):
+    if info.spatial or not isinstance(create_mixer(name, 8, num_heads=1, max_len=64, causal=not info.bidirectional),
+                                      QKVMixer):
         raise ValueError(f"replace_attention: {name!r} is not a Q/K/V mechanism; in a Hugging Face model only the "
                          f"attention rule between the model's own queries, keys and values is replaced (mechanisms: "
                          f"{', '.join(_qkv_mechanisms())})")
@@ -304,7 +305,8 @@ def _qkv_mechanisms() -> list[str]:
         if mixer_info(candidate).spatial:
             continue
         try:
-            if isinstance(create_mixer(candidate, 8, num_heads=1, max_len=64), QKVMixer):
+            causal = not mixer_info(candidate).bidirectional
+            if isinstance(create_mixer(candidate, 8, num_heads=1, max_len=64, causal=causal), QKVMixer):
                 names.append(candidate)
         except (ValueError, TypeError, NotImplementedError):
             continue
