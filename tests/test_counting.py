@@ -161,9 +161,9 @@ FLOP_BOUNDS: dict[tuple[str, bool], tuple[float, float]] = {
     # the delta rule, counted in the recurrent form and computed in chunks (here one chunk of 64 = l): the C x C
     # products (k k^T, q k^T, the scores times the writes) and both triangular solves' right-hand sides
     **{(n, True): _CHUNKED for n in ("deltanet", "gated_deltanet")},
-    # linear attention with decay, counted in the recurrent form, computed in chunks (retention: one of 64 = l;
+    # linear attention with decay and Mamba-2's SSD, counted in the recurrent form, computed in chunks (one of 64 = l;
     # GLA: chunks of 16, its per-dimension decays kept pairwise inside each)
-    **{(n, True): _CHUNKED for n in ("retention", "gla")},
+    **{(n, True): _CHUNKED for n in ("retention", "gla", "mamba2")},
     ("softmax", True): (1.0, 2.0),  # the fused causal attention is measured as the full l x l product
     **{(n, c): _SPARSE for n in ("sparse_fixed", "sparse_strided") for c in (False, True)},
     **{(n, True): _DIRECT_CONV for n in ("extractor_she", "extractor_he", "extractor_we", "extractor_me")},

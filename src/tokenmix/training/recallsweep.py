@@ -26,9 +26,9 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "average": ("average", {}), "sparse_fixed": ("sparse_fixed", {}), "sparse_strided": ("sparse_strided", {}),
     "extractor_she": ("extractor_she", {}), "extractor_he": ("extractor_he", {}), "extractor_we": ("extractor_we", {}),
     "extractor_me": ("extractor_me", {}), "baseconv": ("baseconv", {}),
-    # the mechanisms that came after the seeds (tokenmix.mixers.delta, tokenmix.mixers.gla)
+    # the mechanisms that came after the seeds (tokenmix.mixers.delta, .gla, .ssd)
     "deltanet": ("deltanet", {}), "gated_deltanet": ("gated_deltanet", {}), "retention": ("retention", {}),
-    "gla": ("gla", {}),
+    "gla": ("gla", {}), "mamba2": ("mamba2", {}),
     "mlp": ("mlp", {}),
 }
 LRS = [3e-4, 1e-3, 3e-3, 1e-2]  # Zoology sweeps 4 log-spaced rates per cell
@@ -155,8 +155,8 @@ def _paper(cell: Cell) -> dict[str, Any]:
                       "near 1.0 throughout; Based Figure 2: MQAR accuracy against recurrent state size, one curve "
                       "per family"),
             "claims": [c["text"] for n in CELLS for c in claims(n)],
-            "not_here": ("lengths 256 and 512, widths 512, Hyena, H3, RWKV, Mamba-2 and Based itself (not in "
-                         "tokenmix yet); the short convolution Based, DeltaNet and Gated DeltaNet put beside each "
+            "not_here": ("lengths 256 and 512, widths 512, Hyena, H3, RWKV and Based itself (not in tokenmix "
+                         "yet); the short convolution Based, DeltaNet, Gated DeltaNet and Mamba-2 put beside each "
                          "mechanism"),
         }]
     return table
