@@ -153,11 +153,11 @@ _SPARSE = (1.0, 1.6)  # the block-wise path scores whole bands/blocks, masked-ou
 _DIRECT_CONV = (1.0, 2.0 + 1e-9)  # extractors on path="direct": conv1d runs every tap over the zero left padding
 #                                   (l K products per channel instead of sum_i min(i, K)): up to 2x on the taps.
 FLOP_BOUNDS: dict[tuple[str, bool], tuple[float, float]] = {
-    **{(n, False): _GEMM for n in ("average", "contextualizer", "cosformer", "efficient", "kerformer", "linear",
-                                   "mlp", "performer", "relation", "softmax")},
+    **{(n, False): _GEMM for n in ("average", "based", "contextualizer", "cosformer", "efficient", "kerformer",
+                                   "linear", "mlp", "performer", "relation", "softmax")},
     **{(n, True): _GEMM for n in ("average", "mlp", "relation")},
     **{("baseconv", c): _GEMM for c in (False, True)},  # the projection and the depthwise filter (k = 3 taps)
-    **{(n, True): _CHUNKED for n in ("cosformer", "kerformer", "linear", "performer")},
+    **{(n, True): _CHUNKED for n in ("based", "cosformer", "kerformer", "linear", "performer")},
     # the delta rule, counted in the recurrent form and computed in chunks (here one chunk of 64 = l): the C x C
     # products (k k^T, q k^T, the scores times the writes) and both triangular solves' right-hand sides
     **{(n, True): _CHUNKED for n in ("deltanet", "gated_deltanet")},

@@ -135,3 +135,16 @@ def test_learned_maps_train_in_a_model():
             losses.append(loss.item())
         after = mixer.phi.weight if feature_map == "t2r" else mixer.phi_q.weight
         assert losses[-1] < losses[0] and not torch.equal(before, after)
+
+
+def test_based_taylor_map_gives_the_exponentials_second_order_polynomial():
+    """phi(q) . phi(k) = 1 + z + z^2 / 2 with z = q . k / sqrt(r) (Arora et al. 2024 §4.1): positive for every z."""
+    from tokenmix.mixers.based import taylor_feature_map
+
+    q, k = torch.randn(5, 16, dtype=torch.float64), torch.randn(5, 16, dtype=torch.float64)
+    z = (q * k).sum(-1) / 4.0
+    got = (taylor_feature_map(q) * taylor_feature_map(k)).sum(-1)
+    torch.testing.assert_close(got, 1 + z + z ** 2 / 2)
+    assert taylor_feature_map(q).shape[-1] == 1 + 16 + 256 and (got > 0).all()
+    mixer = tokenmix.create_mixer("based", 32, num_heads=2, causal=True, feature_dim=4)
+    assert mixer.feature_dim == 1 + 4 + 16 and mixer.reduce.shape == (2, 16, 4)

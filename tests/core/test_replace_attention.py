@@ -145,7 +145,7 @@ def test_need_weights_returns_softmax_attention_weights(average):
 def test_copy_weights_fills_the_projections_of_every_qkv_mechanism():
     """The mechanisms the docstring lists as taking copied weights are exactly the Q/K/V ones."""
     documented = {"softmax", "linear", "performer", "cosformer", "kerformer", "efficient", "sparse_strided",
-                  "sparse_fixed"}
+                  "sparse_fixed", "based"}
     qkv = {n for n in _sequence_mixers()
            if isinstance(tokenmix.create_mixer(n, DIM, max_len=N, causal=not mixer_info(n).bidirectional), QKVMixer)}
     assert qkv == documented

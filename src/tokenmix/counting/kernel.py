@@ -1,4 +1,4 @@
-"""Operation counts of kernel (linear) attention: ``linear``, ``performer``, ``cosformer``, ``kerformer``.
+"""Operation counts of kernel (linear) attention: ``linear``, ``performer``, ``cosformer``, ``kerformer``, ``based``.
 
 Each is the Q/K/V projections (:func:`.attention.projections`) plus, per head, the feature maps ``phi(q)``,
 ``phi(k)`` (one function per mechanism below) and the attention given the features (:func:`kernel_ops`),
@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..mixers.based import BasedAttention
 from ..mixers.cosformer import CosFormer
 from ..mixers.kerformer import Kerformer
 from ..mixers.linear import KernelAttentionMixer, LinearAttention
@@ -19,7 +20,7 @@ from .opcounts import OpCounts, elementwise, linears, softmax_ops
 from .registry import step, training
 
 __all__ = ["kernel_ops", "fold_adds", "kernel_training", "kernel_step", "plain_kernel", "elu_features",
-           "favor_features", "cos_features", "angles", "kerformer_features", "se_k_ops"]
+           "favor_features", "taylor_features", "cos_features", "angles", "kerformer_features", "se_k_ops"]
 
 # One head's feature maps phi(q) and phi(k) of ``rows`` positions.
 Features = Callable[[KernelAttentionMixer, int], OpCounts]
@@ -110,6 +111,20 @@ def favor_features(mixer: Performer, rows: int) -> OpCounts:
 
 
 plain_kernel(Performer, favor_features)
+
+
+# -- based: the second-order Taylor map -------------------------------------------------------------------
+def taylor_features(mixer: BasedAttention, rows: int) -> OpCounts:
+    """Based's features of ``rows`` queries and ``rows`` keys (Arora et al. (2024) §4.1); per row, with ``D =
+    head_dim`` and ``r = feature_dim``: the per-head map to ``r`` (``D r`` multiplications, ``(D - 1) r``
+    additions), the scaling by ``r^(-1/4)`` (``r`` divisions), the outer product (``r^2`` multiplications) and its
+    ``1 / sqrt(2)`` (``r^2`` divisions); the constant feature 1 costs nothing."""
+    d, r = mixer.head_dim, mixer.reduced_dim
+    per_row = OpCounts(mults=d * r + r * r, adds=(d - 1) * r, divs=r + r * r)
+    return per_row * (2 * rows)
+
+
+plain_kernel(BasedAttention, taylor_features)
 
 
 # -- cosformer: ReLU features re-weighted by cos / sin of the position -------------------------------------

@@ -26,9 +26,9 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "average": ("average", {}), "sparse_fixed": ("sparse_fixed", {}), "sparse_strided": ("sparse_strided", {}),
     "extractor_she": ("extractor_she", {}), "extractor_he": ("extractor_he", {}), "extractor_we": ("extractor_we", {}),
     "extractor_me": ("extractor_me", {}), "baseconv": ("baseconv", {}),
-    # the mechanisms that came after the seeds (tokenmix.mixers.delta, .gla, .ssd)
+    # the mechanisms that came after the seeds (tokenmix.mixers.delta, .gla, .ssd, .based)
     "deltanet": ("deltanet", {}), "gated_deltanet": ("gated_deltanet", {}), "retention": ("retention", {}),
-    "gla": ("gla", {}), "mamba2": ("mamba2", {}),
+    "gla": ("gla", {}), "mamba2": ("mamba2", {}), "based": ("based", {}),
     "mlp": ("mlp", {}),
 }
 LRS = [3e-4, 1e-3, 3e-3, 1e-2]  # Zoology sweeps 4 log-spaced rates per cell
@@ -70,6 +70,8 @@ BASED = ("Arora et al. (2024), Figure 2: recall rises with the recurrent state's
 DELTANET = ("Yang, Wang, Zhang, Shen, Kim (2024), 'Parallelizing Linear Transformers with the Delta Rule over "
             "Sequence Length', §5.1: on MQAR DeltaNet recalls where linear attention does not, the delta rule "
             "overwriting the value a key held instead of adding to it")
+BASED_MAP = ("Arora et al. (2024), §4.1: among feature maps for linear attention the second-order Taylor map "
+             "recalls best on MQAR (Based's choice)")
 STANDING = ("added here: where each causal mechanism of the seeds stands against attention on recall, which none "
             "of their papers measured")
 
@@ -91,6 +93,8 @@ def claims(length: int) -> list[dict[str, Any]]:
                    "linear-d64"),
             _claim("DeltaNet recalls more than linear attention at width 64 and 64 tokens", DELTANET, "deltanet-d64",
                    "linear-d64"),
+            _claim("Based's Taylor feature map recalls more than linear attention's elu + 1 at width 64 and 64 tokens",
+                   BASED_MAP, "based-d64", "linear-d64"),
             _claim("Linear attention recalls more with a larger state: width 256 above width 64", BASED, "linear-d256",
                    "linear-d64"),
             *(_claim(f"{name} recalls more with a larger state: width 128 above width 64", BASED, f"{label}-d128",
@@ -155,9 +159,9 @@ def _paper(cell: Cell) -> dict[str, Any]:
                       "near 1.0 throughout; Based Figure 2: MQAR accuracy against recurrent state size, one curve "
                       "per family"),
             "claims": [c["text"] for n in CELLS for c in claims(n)],
-            "not_here": ("lengths 256 and 512, widths 512, Hyena, H3, RWKV and Based itself (not in tokenmix "
-                         "yet); the short convolution Based, DeltaNet, Gated DeltaNet and Mamba-2 put beside each "
-                         "mechanism"),
+            "not_here": ("lengths 256 and 512, widths 512, Hyena, H3 and RWKV (not in tokenmix); Based's "
+                         "sliding-window layers and the short convolution Based, DeltaNet, Gated DeltaNet and "
+                         "Mamba-2 put beside each mechanism"),
         }]
     return table
 
