@@ -140,11 +140,14 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
     w_k = torch.linalg.solve_triangular(system, (beta * cum.exp())[..., None] * k, upper=False, unitriangular=True)
     scores = decay * (q @ k.transpose(-1, -2))  # exp(b_i - b_j) (q_i . k_j), j <= i
     q_decayed, k_to_end = q * cum.exp()[..., None], k * torch.exp(cum[..., -1:] - cum)[..., None]
+    # one unbind per tensor: indexing chunk c inside the loop would give each slice a full-size gradient (O(n^2))
+    chunks = zip(w_v.unbind(2), w_k.unbind(2), q_decayed.unbind(2), scores.unbind(2), k_to_end.unbind(2),
+                 cum[..., -1].exp().unbind(2))
     outputs = []
-    for c in range(n):
-        writes = w_v[:, :, c] - w_k[:, :, c] @ state
-        outputs.append(q_decayed[:, :, c] @ state + scores[:, :, c] @ writes)
-        state = cum[:, :, c, -1, None, None].exp() * state + k_to_end[:, :, c].transpose(-1, -2) @ writes
+    for w_v_c, w_k_c, q_c, scores_c, k_c, end_decay in chunks:
+        writes = w_v_c - w_k_c @ state
+        outputs.append(q_c @ state + scores_c @ writes)
+        state = end_decay[..., None, None] * state + k_c.transpose(-1, -2) @ writes
     o = torch.cat(outputs, dim=2)[:, :, :t]
     return _finish(o, state, dtype, output_final_state)
 

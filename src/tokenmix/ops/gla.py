@@ -127,10 +127,13 @@ def _chunked(name: str, q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, pe
     else:
         scores = gaps[..., 0].exp() * (q @ k.transpose(-1, -2))
     q_decayed, k_to_end = q * cum.exp(), k * torch.exp(cum[..., -1:, :] - cum)
+    # one unbind per tensor: indexing chunk c inside the loop would give each slice a full-size gradient (O(n^2))
+    chunks = zip(q_decayed.unbind(2), scores.unbind(2), v.unbind(2), k_to_end.unbind(2),
+                 cum[..., -1, :].exp().unbind(2))
     outputs = []
-    for c in range(n):
-        outputs.append(q_decayed[:, :, c] @ state + scores[:, :, c] @ v[:, :, c])
-        state = cum[:, :, c, -1, :, None].exp() * state + k_to_end[:, :, c].transpose(-1, -2) @ v[:, :, c]
+    for q_c, scores_c, v_c, k_c, end_decay in chunks:
+        outputs.append(q_c @ state + scores_c @ v_c)
+        state = end_decay[..., None] * state + k_c.transpose(-1, -2) @ v_c
     return _finish(torch.cat(outputs, dim=2)[:, :, :t], state, dtype, output_final_state)
 
 

@@ -56,10 +56,10 @@ _EVERY = {label: (64,) for label in MECHANISMS}
 CELLS = {
     # the state axis (Based's Figure 2) at the main job's setting: the kernel family's d x d state per head grows
     # with the width (softmax and linear attention to 256, the others to 128); the mlp's floor is chance at any width
-    64: Cell(64, 8, 1000, {**_EVERY, "softmax": (64, 128, 256), "linear": (64, 128, 256),
+    64: Cell(64, 8, 800, {**_EVERY, "softmax": (64, 128, 256), "linear": (64, 128, 256),
                            "performer": (64, 128), "cosformer": (64, 128), "kerformer-noSEK": (64, 128)}),
     # the length axis (Zoology's Figure 2): every mechanism at width 64
-    128: Cell(128, 8, 1500, dict(_EVERY)),
+    128: Cell(128, 8, 1000, dict(_EVERY)),
 }
 
 ZOOLOGY = ("Arora et al. (2023), Figure 2: attention solves MQAR at every length (64-512) and width (64-512); the "
