@@ -42,6 +42,8 @@ class MixerInfo:
             normalisation (Average Attention's ``LayerNorm(h~ + x)``), so a model block must not add another
             pre-norm and residual around it.
         options: names of the mechanism-specific options it accepts.
+        qkv: it is an attention rule between queries, keys and values it projects itself (a ``QKVMixer``): a
+            host model's own Q/K/V projections (PyTorch's ``in_proj``, a Hugging Face attention's) can feed it.
     """
 
     name: str
@@ -58,6 +60,7 @@ class MixerInfo:
     alternate: tuple[tuple[str, Any], ...]
     options: tuple[str, ...]
     residual: bool = False
+    qkv: bool = False
 
     def supports(self, *, causal: bool) -> bool:
         """Whether the mechanism can run in the given mode (causal, or bidirectional)."""
@@ -127,6 +130,7 @@ def register_mixer(
             alternate=tuple((alternate or {}).items()),
             options=options,
             residual=residual,
+            qkv=bool(getattr(cls, "takes_qkv", False)),  # QKVMixer sets it; the registry imports no mixer
         )
         cls.info = info
         _REGISTRY[name] = (info, cls)

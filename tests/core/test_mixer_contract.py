@@ -232,3 +232,16 @@ def test_step_rejects_bad_use(name):
         mixer.step(torch.randn(2, 3, 16, dtype=torch.float64), state)  # (B, N, dim) is not one step
     with pytest.raises(ValueError, match=name):
         mixer.step(torch.randn(2, 8, dtype=torch.float64), state)  # wrong width
+
+
+@pytest.mark.parametrize("name", tokenmix.list_mixers())
+def test_the_registry_says_which_mechanisms_take_q_k_v(name):
+    """MixerInfo.qkv, read from the class at registration, is what an instance is: a QKVMixer or not."""
+    from tokenmix.mixers.base import QKVMixer
+
+    info = tokenmix.mixer_info(name)
+    if info.spatial:
+        assert info.qkv == issubclass(type(tokenmix.create_mixer(name, 8, num_heads=1)), QKVMixer)
+        return
+    mixer = tokenmix.create_mixer(name, 8, num_heads=1, max_len=16, causal=not info.bidirectional)
+    assert info.qkv == isinstance(mixer, QKVMixer)

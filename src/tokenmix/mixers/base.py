@@ -217,6 +217,8 @@ class QKVMixer(Mixer):
     parameters. Subclasses implement ``_attend`` (the fast path) and ``_attend_reference`` (the plain one).
     """
 
+    takes_qkv: ClassVar[bool] = True  # read by the registry: MixerInfo.qkv
+
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, bias: bool,
                  inner_dim: int | None = None, out_proj: bool = True) -> None:
         self._check_flag(bias, "bias")

@@ -249,8 +249,7 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
     the library's attention interface an :class:`HFMechanism` for ``name`` (causal where the module is), and switch
     the model to the ``"tokenmix"`` attention and mask functions; return how many modules were given one."""
     info = mixer_info(name)
-    if info.spatial or not isinstance(create_mixer(name, 8, num_heads=1, max_len=64, causal=not info.bidirectional),
-                                      QKVMixer):
+    if info.spatial or not info.qkv:
         raise ValueError(f"replace_attention: {name!r} is not a Q/K/V mechanism; in a Hugging Face model only the "
                          f"attention rule between the model's own queries, keys and values is replaced (mechanisms: "
                          f"{', '.join(_qkv_mechanisms())})")
@@ -298,19 +297,10 @@ def _mechanism(module: nn.Module, path: str, name: str, max_len: int | None, ign
 
 
 def _qkv_mechanisms() -> list[str]:
+    """The registered mechanisms a host's own queries, keys and values can feed (``MixerInfo.qkv``)."""
     from ..registry import list_mixers
 
-    names = []
-    for candidate in list_mixers():
-        if mixer_info(candidate).spatial:
-            continue
-        try:
-            causal = not mixer_info(candidate).bidirectional
-            if isinstance(create_mixer(candidate, 8, num_heads=1, max_len=64, causal=causal), QKVMixer):
-                names.append(candidate)
-        except (ValueError, TypeError, NotImplementedError):
-            continue
-    return names
+    return [name for name in list_mixers() if mixer_info(name).qkv and not mixer_info(name).spatial]
 
 
 CONVERTED_FILE = "tokenmix.json"  # beside a converted model's config.json and model.safetensors
