@@ -176,9 +176,6 @@ def create_mixer(
     if unknown:
         accepted = ", ".join(info.options) or "none"
         raise ValueError(f"mixer {name!r} has no option(s) {unknown}; its options are: {accepted}")
-    if not info.supports(causal=causal):
-        raise ValueError(f"mixer {name!r} cannot run causally (causal=True is unsupported)" if causal
-                         else f"mixer {name!r} is causal only; pass causal=True")
     if num_heads != 1 and not info.multihead:
         raise ValueError(f"mixer {name!r} has no heads; num_heads={num_heads} is unsupported (use 1)")
     return cls(dim, num_heads=num_heads, causal=causal, max_len=max_len, **options)

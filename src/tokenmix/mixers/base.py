@@ -81,9 +81,9 @@ class Mixer(nn.Module):
         if max_len is not None and not _positive_int(max_len):
             self._fail(f"max_len must be a positive int or None, got {max_len!r}")
         if causal and not self.info.causal:
-            self._fail("causal=True is unsupported: this mechanism cannot be causal")
+            self._fail("causal=True is unsupported: this mechanism cannot run causally")
         if not causal and not self.info.bidirectional:
-            self._fail("causal=False is unsupported: this mechanism is causal only")
+            self._fail("causal=False is unsupported: this mechanism is causal only; pass causal=True")
         self.dim = dim
         self.num_heads = num_heads
         self.inner_dim = inner_dim
