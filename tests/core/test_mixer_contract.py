@@ -221,6 +221,26 @@ def test_step_by_step_equals_parallel_causal_forward(name):
 
 
 @pytest.mark.parametrize("name", [n for n in sequence_mixers() if tokenmix.mixer_info(n).recurrent])
+def test_prefill_then_steps_equal_the_parallel_causal_forward(name):
+    """A prompt in one prefill (chunked where the mechanism has a chunked form), a second block prefilled from its
+    state, then single steps: the same outputs as the whole sequence's forward."""
+    torch.manual_seed(7)
+    mixer = build(name, causal=True, dtype=torch.float32)
+    x = torch.randn(2, MAX_LEN, 16)
+    parallel = mixer(x)
+    first, state = mixer.prefill(x[:, :9], mixer.init_state(2))
+    second, state = mixer.prefill(x[:, 9:20], state)
+    steps = []
+    for t in range(20, MAX_LEN):
+        y_t, state = mixer.step(x[:, t], state)
+        steps.append(y_t)
+    got = torch.cat([first, second, torch.stack(steps, dim=1)], dim=1)
+    torch.testing.assert_close(got, parallel, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=f"{name}: prefill input must have shape"):
+        mixer.prefill(x[:, 0], mixer.init_state(2))
+
+
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if tokenmix.mixer_info(n).recurrent])
 def test_step_rejects_bad_use(name):
     info = tokenmix.mixer_info(name)
     if info.bidirectional:

@@ -191,6 +191,24 @@ class Mixer(nn.Module):
         self._check_input(x_t[:, None], None)  # dtype and device checks, as for forward
         return self._step(x_t, state)
 
+    def prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """Several causal steps at once: ``x`` (B, L, dim) continues the sequences ``state`` has seen; returns the
+        outputs (B, L, out_dim) and the state after them, what L calls of :meth:`step` give. Mechanisms with a
+        chunked form compute it in one pass (``_prefill``); the others step through the tokens."""
+        self._check_recurrent()
+        if not isinstance(x, Tensor) or x.dim() != 3:
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            self._fail(f"prefill input must have shape (B, L, dim={self.dim}), got {shape}")
+        self._check_input(x, None)
+        return self._prefill(x, state)
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        outputs = []
+        for t in range(x.shape[1]):
+            y_t, state = self._step(x[:, t], state)
+            outputs.append(y_t)
+        return torch.stack(outputs, dim=1), state
+
     def _check_recurrent(self) -> None:
         if not self.info.recurrent:
             self._fail("incremental decoding (init_state/step) is unsupported by this mechanism",

@@ -84,6 +84,11 @@ class _DeltaRuleMixer(Mixer):
                                                 output_final_state=True)
         return self._output(o, x)[:, 0], {"S": s}
 
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        o, s = chunk_gated_delta_rule(*self._inputs(x, None), initial_state=state["S"], output_final_state=True,
+                                      chunk_size=self.chunk_size)
+        return self._output(o, x), {"S": s}
+
 
 @register_mixer(
     "deltanet",

@@ -65,7 +65,9 @@ class _DecayedLinearMixer(Mixer):
         o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-6) * self.norm_weight
         return self.proj(o.reshape(*x.shape[:2], self.dim) * F.silu(self.g_proj(x)))
 
-    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor, **state: object) -> tuple[Tensor, Tensor]:
+    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor,
+                 initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The chunked form: (o, the final state)."""
         raise NotImplementedError
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
@@ -90,6 +92,11 @@ class _DecayedLinearMixer(Mixer):
         gk = decay if decay.dim() == 4 else decay[..., None].expand(*k.shape)
         o, s = fused_recurrent_gla(q, k, v, gk, initial_state=state["S"], output_final_state=True)
         return self._output(o, x)[:, 0], {"t": state["t"] + 1, "S": s}
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v, decay = self._inputs(x, None, offset=int(state["t"]))
+        o, s = self._chunked(q, k, v, decay, initial_state=state["S"])
+        return self._output(o, x), {"t": state["t"] + x.shape[1], "S": s}
 
 
 @register_mixer(
@@ -135,8 +142,10 @@ class Retention(_DecayedLinearMixer):
     def _log_decay(self, x: Tensor) -> Tensor:
         return retention_decays(self.num_heads).to(x).expand(*x.shape[:2], self.num_heads)
 
-    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor) -> tuple[Tensor, Tensor]:
-        return chunk_simple_gla(q, k, v, decay, chunk_size=self.chunk_size)
+    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor,
+                 initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        return chunk_simple_gla(q, k, v, decay, initial_state=initial_state, output_final_state=True,
+                                chunk_size=self.chunk_size)
 
 
 @register_mixer(
@@ -177,5 +186,7 @@ class GatedLinearAttention(_DecayedLinearMixer):
     def _log_decay(self, x: Tensor) -> Tensor:
         return self._split(F.logsigmoid(self.gk_up(self.gk_down(x))) / self.temperature)
 
-    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor) -> tuple[Tensor, Tensor]:
-        return chunk_gla(q, k, v, decay, chunk_size=self.chunk_size)
+    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor,
+                 initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        return chunk_gla(q, k, v, decay, initial_state=initial_state, output_final_state=True,
+                         chunk_size=self.chunk_size)

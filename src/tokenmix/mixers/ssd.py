@@ -109,3 +109,9 @@ class Mamba2(Mixer):
         q, k, v, decay, heads, z = self._inputs(x_t[:, None], None)
         y, s = fused_recurrent_simple_gla(q, k, v, decay, scale=1.0, initial_state=state["S"], output_final_state=True)
         return self._output(y, heads, z)[:, 0], {"S": s}
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v, decay, heads, z = self._inputs(x, None)
+        y, s = chunk_simple_gla(q, k, v, decay, scale=1.0, initial_state=state["S"], output_final_state=True,
+                                chunk_size=self.chunk_size)
+        return self._output(y, heads, z), {"S": s}

@@ -103,7 +103,8 @@ class MixerAttention(nn.Module):
     def _decode(self, x: Tensor, unbatched: bool, key_padding_mask: Tensor | None, need_weights: bool,
                 attn_mask: Tensor | None, is_causal: bool) -> tuple[Tensor, None]:
         """In :func:`decoding`: the new tokens ``x`` (B, L, E) continue the sequences seen so far, one recurrent
-        step each (a prompt of L > 1 tokens is stepped through; it must come with the causal mask)."""
+        step each (a prompt of L > 1 tokens goes through :meth:`Mixer.prefill`, in one chunked pass where the
+        mechanism has one; it must come with the causal mask)."""
         if need_weights:
             self._fail("need_weights=True while decoding: a recurrent step forms no attention matrix")
         if key_padding_mask is not None and bool(self._blocked(
@@ -114,11 +115,8 @@ class MixerAttention(nn.Module):
             self._check_causal(attn_mask, is_causal, x.shape[1])
         if self.decoding_state is None:
             self.decoding_state = self.mixer.init_state(x.shape[0], device=x.device, dtype=x.dtype)
-        outputs = []
-        for t in range(x.shape[1]):
-            y_t, self.decoding_state = self.mixer.step(x[:, t], self.decoding_state)
-            outputs.append(y_t)
-        return self._from_batch_first(torch.stack(outputs, dim=1), unbatched), None
+        y, self.decoding_state = self.mixer.prefill(x, self.decoding_state)  # one pass where a chunked form exists
+        return self._from_batch_first(y, unbatched), None
 
     def _to_batch_first(self, query: Tensor) -> tuple[Tensor, bool]:
         if not isinstance(query, Tensor) or query.dim() not in (2, 3) or query.shape[-1] != self.embed_dim:
