@@ -22,7 +22,7 @@ from torch import Tensor
 from ..registry import MixerInfo
 from ..validate import is_positive_int as _positive_int
 
-__all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads"]
+__all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads", "rms_norm"]
 
 
 def split_heads(t: Tensor, num_heads: int) -> Tensor:
@@ -37,6 +37,12 @@ def merge_heads(t: Tensor) -> Tensor:
     return t.transpose(1, 2).reshape(b, n, h * d)
 
 
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """``x`` scaled to unit root-mean-square over its last dimension, times ``weight`` (RMSNorm without a shift;
+    the per-head output norm of the delta-rule, decayed-linear and Mamba-2 layers)."""
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * weight
 
 
 def autocast_enabled(device_type: str) -> bool:

@@ -12,7 +12,7 @@ from torch import Tensor
 from ..ops.delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, naive_recurrent_gated_delta_rule
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import Mixer
+from .base import Mixer, rms_norm
 
 __all__ = ["DeltaNet", "GatedDeltaNet"]
 
@@ -60,10 +60,14 @@ class _DeltaRuleMixer(Mixer):
         return None
 
     def _output(self, o: Tensor, x: Tensor) -> Tensor:
-        """Each head RMS-normalised (its weight shared by the heads), the heads concatenated, then ``W_o``."""
-        o = o.to(x.dtype)
-        o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-6) * self.norm_weight
-        return self.proj(o.reshape(*x.shape[:2], self.dim))
+        """Each head RMS-normalised (its weight shared by the heads), gated (:meth:`_gated`), the heads
+        concatenated, then ``W_o``."""
+        heads = self._gated(rms_norm(o.to(x.dtype), self.norm_weight), x)
+        return self.proj(heads.reshape(*x.shape[:2], self.dim))
+
+    def _gated(self, heads: Tensor, x: Tensor) -> Tensor:
+        """The normalised heads (B, N, H, D) before the concatenation: as they are (DeltaNet)."""
+        return heads
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         o, _ = chunk_gated_delta_rule(*self._inputs(x, mask), chunk_size=self.chunk_size)
@@ -154,8 +158,6 @@ class GatedDeltaNet(_DeltaRuleMixer):
     def _log_decay(self, x: Tensor) -> Tensor:
         return -self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)
 
-    def _output(self, o: Tensor, x: Tensor) -> Tensor:
-        o = o.to(x.dtype)
-        o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-6) * self.norm_weight
-        gate = F.silu(self._heads(self.g_proj(x)))
-        return self.proj((o * gate).reshape(*x.shape[:2], self.dim))
+    def _gated(self, heads: Tensor, x: Tensor) -> Tensor:
+        """The SiLU output gate per channel (§3.3)."""
+        return heads * F.silu(self._heads(self.g_proj(x)))

@@ -12,7 +12,7 @@ from ..ops.gla import chunk_gla, chunk_simple_gla, fused_recurrent_gla, naive_re
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import Mixer
+from .base import Mixer, rms_norm
 
 __all__ = ["Retention", "GatedLinearAttention"]
 
@@ -61,9 +61,8 @@ class _DecayedLinearMixer(Mixer):
         return q, k, v, decay
 
     def _output(self, o: Tensor, x: Tensor) -> Tensor:
-        o = o.to(x.dtype)
-        o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-6) * self.norm_weight
-        return self.proj(o.reshape(*x.shape[:2], self.dim) * F.silu(self.g_proj(x)))
+        heads = rms_norm(o.to(x.dtype), self.norm_weight)
+        return self.proj(heads.reshape(*x.shape[:2], self.dim) * F.silu(self.g_proj(x)))
 
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor,
                  initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:

@@ -12,7 +12,7 @@ from torch import Tensor
 from ..ops.gla import chunk_simple_gla, fused_recurrent_simple_gla, naive_recurrent_gla
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import Mixer
+from .base import Mixer, rms_norm
 
 __all__ = ["Mamba2"]
 
@@ -86,9 +86,7 @@ class Mamba2(Mixer):
 
     def _output(self, y: Tensor, heads: Tensor, z: Tensor) -> Tensor:
         y = (y.to(z.dtype) + self.D[:, None] * heads).reshape(*z.shape)
-        y = y * F.silu(z)
-        y = y * torch.rsqrt(y.square().mean(-1, keepdim=True) + 1e-6) * self.norm_weight
-        return self.out_proj(y)
+        return self.out_proj(rms_norm(y * F.silu(z), self.norm_weight))
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         q, k, v, decay, heads, z = self._inputs(x, mask)
