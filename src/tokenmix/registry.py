@@ -44,6 +44,8 @@ class MixerInfo:
         options: names of the mechanism-specific options it accepts.
         qkv: it is an attention rule between queries, keys and values it projects itself (a ``QKVMixer``): a
             host model's own Q/K/V projections (PyTorch's ``in_proj``, a Hugging Face attention's) can feed it.
+        weights: it forms the N x N attention weights, so a host asking for them (``need_weights``,
+            ``output_attentions``) can have them (``softmax``).
     """
 
     name: str
@@ -61,6 +63,7 @@ class MixerInfo:
     options: tuple[str, ...]
     residual: bool = False
     qkv: bool = False
+    weights: bool = False
 
     def supports(self, *, causal: bool) -> bool:
         """Whether the mechanism can run in the given mode (causal, or bidirectional)."""
@@ -131,6 +134,7 @@ def register_mixer(
             options=options,
             residual=residual,
             qkv=bool(getattr(cls, "takes_qkv", False)),  # QKVMixer sets it; the registry imports no mixer
+            weights=bool(getattr(cls, "forms_attention_matrix", False)),
         )
         cls.info = info
         _REGISTRY[name] = (info, cls)

@@ -235,18 +235,123 @@ def test_refusals_name_the_mechanism_and_the_reason():
     dropping.train()(**_batch("bert")[0])  # trains without it
 
 
-def test_patterns_a_mechanism_cannot_take_raise_at_the_call():
+def test_a_models_own_score_scale_is_kept():
+    """GPT-2's scale_attn_by_inverse_layer_idx divides layer i's scores by i + 1: folded into the queries, softmax
+    computes what the model did; T5's scale of 1 likewise."""
     torch.manual_seed(0)
-    scaled = _gpt2(scale_attn_by_inverse_layer_idx=True)
-    tokenmix.replace_attention(scaled, "linear")
-    with pytest.raises(ValueError, match="scaling"):
-        scaled(torch.randint(2, VOCAB, (1, N)))
-    config = transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                        num_key_value_heads=2, intermediate_size=40, sliding_window=4)
-    mistral = transformers.MistralForCausalLM(config)
-    tokenmix.replace_attention(mistral, "linear")
-    with pytest.raises(ValueError, match="sliding"):
-        mistral(torch.randint(2, VOCAB, (1, N)))
+    original = _gpt2(scale_attn_by_inverse_layer_idx=True).eval()
+    original.set_attn_implementation("eager")
+    swapped = copy.deepcopy(original)
+    tokenmix.replace_attention(swapped, "softmax")
+    ids = torch.randint(2, VOCAB, (2, N))
+    assert torch.allclose(swapped(ids).logits, original(ids).logits, atol=1e-5)
+
+
+def _seq2seq(kind: str):
+    settings = dict(vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                    decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, dropout=0.0,
+                    attention_dropout=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=0)
+    if kind == "whisper":
+        config = transformers.WhisperConfig(num_mel_bins=4, max_source_positions=8, max_target_positions=32,
+                                            **settings)
+        return transformers.WhisperForConditionalGeneration(config)
+    config = getattr(transformers, f"{kind}Config")(max_position_embeddings=64, **settings)
+    return getattr(transformers, {"Bart": "BartForConditionalGeneration", "MBart": "MBartForConditionalGeneration",
+                                  "Marian": "MarianMTModel"}[kind])(config)
+
+
+def _seq2seq_inputs(kind: str) -> dict:
+    g = torch.Generator().manual_seed(3)
+    decoder = torch.randint(3, VOCAB, (2, 5), generator=g)
+    if kind == "whisper":  # 2 x 8 frames after the convolutions' stride
+        return {"input_features": torch.randn(2, 4, 16, generator=g), "decoder_input_ids": decoder}
+    ids = torch.randint(3, VOCAB, (2, 7), generator=g)  # a length unlike the decoder's
+    return {"input_ids": ids, "attention_mask": torch.tensor([[1] * 7, [1] * 5 + [0] * 2]),
+            "decoder_input_ids": decoder}
+
+
+@pytest.mark.parametrize("kind", ["Bart", "MBart", "Marian", "whisper"])
+def test_encoder_decoders_keep_their_cross_attention(kind):
+    torch.manual_seed(0)
+    original = _seq2seq(kind).eval()
+    original.set_attn_implementation("eager")
+    swapped = copy.deepcopy(original)
+    assert tokenmix.replace_attention(swapped, "softmax") == 2  # encoder and decoder self-attention
+    crossing = [path for path, m in swapped.named_modules() if path.endswith("encoder_attn")]
+    assert crossing and all(not hasattr(swapped.get_submodule(p), "tokenmix") for p in crossing)
+    inputs = _seq2seq_inputs(kind)
+    assert torch.allclose(swapped(**inputs).logits, original(**inputs).logits, atol=1e-5)
+    linear = copy.deepcopy(original)
+    assert tokenmix.replace_attention(linear, "linear") == 2
+    linear(**inputs).logits.sum().backward()
+    with pytest.raises(ValueError, match=r"decoder.layers.0.encoder_attn is cross-attention"):
+        tokenmix.replace_attention(copy.deepcopy(original), "linear", filter=lambda path: "encoder_attn" in path)
+
+
+def test_t5_is_refused_when_replace_attention_runs():
+    config = transformers.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=1, num_decoder_layers=1,
+                                   num_heads=4, dropout_rate=0.0)
+    model = transformers.T5ForConditionalGeneration(config)
+    with pytest.raises(ValueError, match=r"encoder.block.0.layer.0.SelfAttention .* relative position bias .*"
+                                         r"relative_attention_num_buckets=32"):
+        tokenmix.replace_attention(model, "linear")
+    with pytest.raises(ValueError, match=r"decoder.block.0.layer.1.EncDecAttention is cross-attention"):
+        tokenmix.replace_attention(model, "linear", filter=lambda path: "EncDec" in path)
+    assert not any(hasattr(m, "tokenmix") for m in model.modules())  # refused before anything changed
+
+
+def _mistral(**extra):
+    config = transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        num_key_value_heads=2, intermediate_size=40, **extra)
+    return transformers.MistralForCausalLM(config)
+
+
+def test_settings_a_mechanism_cannot_take_are_refused_when_replace_attention_runs():
+    with pytest.raises(ValueError, match=r"model.layers.0.self_attn \(MistralAttention\) has a sliding window .*"
+                                         r"sliding_window=4096.*sliding_window=None"):
+        tokenmix.replace_attention(_mistral(), "linear")  # Mistral's default config, even for short inputs
+    full = _mistral(sliding_window=None)
+    assert tokenmix.replace_attention(full, "linear") == 2
+    full(torch.randint(2, VOCAB, (1, N)))
+    gemma = transformers.Gemma2ForCausalLM(transformers.Gemma2Config(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=8, intermediate_size=40, sliding_window=None))
+    with pytest.raises(ValueError, match=r"soft-capped at 50.0 \(attn_logit_softcapping=50.0; set it to None\)"):
+        tokenmix.replace_attention(gemma, "linear")
+    with pytest.raises(ValueError, match=r"model.rotary_emb.*rotate them a second time"):
+        tokenmix.replace_attention(_model("llama"), "linear", rotary=True)
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match=r"output_attentions=True in its config"):
+        tokenmix.replace_attention(_gpt2(output_attentions=True), "linear")
+
+
+def test_gpt_oss_attention_sinks_are_refused():
+    config = transformers.GptOssConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                       num_key_value_heads=2, head_dim=8, intermediate_size=32, num_local_experts=2,
+                                       num_experts_per_tok=1, layer_types=["full_attention"])
+    with pytest.raises(ValueError, match="attention sinks"):
+        tokenmix.replace_attention(transformers.GptOssForCausalLM(config), "linear")
+
+
+def test_output_attentions_returns_weights_or_refuses_by_module():
+    original = _model("llama").eval()
+    swapped = copy.deepcopy(original)
+    tokenmix.replace_attention(swapped, "softmax")
+    ids = torch.randint(2, VOCAB, (2, N))
+    mine, theirs = swapped(ids, output_attentions=True).attentions, original(ids, output_attentions=True).attentions
+    assert len(mine) == len(theirs) == 2 and all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mine, theirs))
+    linear = copy.deepcopy(original)
+    tokenmix.replace_attention(linear, "linear")
+    with pytest.raises(ValueError, match=r"model.layers.0.self_attn .*output_attentions=True.*no attention-weight"):
+        linear(ids, output_attentions=True)
+
+
+def test_a_custom_4d_mask_is_refused_naming_the_module():
+    model = _model("llama")
+    tokenmix.replace_attention(model, "linear")
+    mask = torch.ones(2, 1, N, N, dtype=torch.bool).tril()
+    with pytest.raises(ValueError, match=r"model.layers.0.self_attn .*custom 4-D attention mask.*2-D padding mask"):
+        model(torch.randint(2, VOCAB, (2, N)), attention_mask=mask)
 
 
 def test_a_converted_model_saves_and_loads_back_exactly(tmp_path):

@@ -20,11 +20,22 @@ What the function does with what the model passes:
   mechanism computes them over the whole cached prefix, exactly what a call without the cache computes for them;
   a bidirectional mechanism with a cache raises.
 * grouped key/value heads (Llama's ``num_key_value_heads``) are repeated to the query heads, as the eager function
-  does; ``scaling`` must be ``1/sqrt(head_dim)`` (the mechanisms' own); ``sliding_window``, ``softcap`` and attention
-  sinks raise; attention dropout goes to a mechanism with an ``attn_dropout`` option, and for any other one
-  :func:`replace_hf_attention` raises unless ``ignore_dropout=True``.
-* modules left as they are (cross-attention, or not accepted by ``filter``) compute PyTorch's scaled dot-product
-  attention with the same masks made explicit, so they compute what they did before.
+  does; a ``scaling`` other than ``1/sqrt(head_dim)`` (T5's 1, GPT-2's inverse layer index, Gemma's
+  ``query_pre_attn_scalar``) is folded into the queries, so that the mechanism's own ``1/sqrt(head_dim)`` gives the
+  model's (``softmax`` then computes exactly what the model did); attention dropout goes to a mechanism with an
+  ``attn_dropout`` option, and for any other one :func:`replace_hf_attention` raises unless ``ignore_dropout=True``.
+* what a mechanism has no place for is refused when :func:`replace_hf_attention` runs, naming the module and the
+  setting: a sliding window shorter than the model's longest sequence (Mistral's default ``sliding_window=4096``),
+  logit soft-capping (Gemma 2), attention sinks (gpt-oss), a position bias added to the scores (T5's relative
+  buckets, ALiBi), ``output_attentions`` in the config for a mechanism that forms no weights, and a ``rotary``
+  option where the model already rotates Q and K. Per call, ``output_attentions=True`` returns the weights of a
+  mechanism that forms them (``softmax``) and raises for any other; a custom 4-D mask raises naming the module.
+* cross-attention (T5's ``EncDecAttention``, the ``encoder_attn`` of BART, mBART, Marian and Whisper, BERT's
+  ``crossattention``, any module ``is_cross_attention`` or in a decoder and not causal) is left as it is; picked by
+  ``filter=``, it is refused at :func:`replace_hf_attention` (keys and values from another sequence: a mechanism
+  mixes a sequence with itself).
+* modules left as they are compute PyTorch's scaled dot-product attention with the same masks made explicit, so they
+  compute what they did before.
 """
 
 from __future__ import annotations
@@ -86,7 +97,7 @@ class HFMechanism(nn.Module):
     decoding_state: dict[str, Tensor] | None = None
 
     def forward(self, module: nn.Module, query: Tensor, key: Tensor, value: Tensor, padding: Tensor | None,
-                scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, None]:
+                scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, Tensor | None]:
         for name in _REFUSED_KWARGS:
             if kwargs.get(name) is not None:
                 self._fail(f"the model passes {name}={kwargs[name]!r}, which a mechanism has no place for")
@@ -95,14 +106,21 @@ class HFMechanism(nn.Module):
         if causal != self.mixer.causal:
             self._fail(f"the module is {'causal' if causal else 'bidirectional'}, the mechanism was created "
                        f"{'causal' if self.mixer.causal else 'bidirectional'}")
-        if scaling is not None and abs(scaling * self.head_dim ** 0.5 - 1) > 1e-6:
-            self._fail(f"scaling {scaling} is not 1/sqrt(head_dim) = {self.head_dim ** -0.5:.6g}: the mechanism "
-                       f"has its own normalisation")
+        if padding is not None and padding.dim() != 2:
+            self._fail(f"a custom {padding.dim()}-D attention mask of shape {tuple(padding.shape)}: a mechanism has "
+                       f"its own pattern; pass a 2-D padding mask (batch, length; 1 = real token) instead")
+        query = self._scaled(query, scaling)
         self._dropout(dropout)
         key, value = (_repeat_heads(t, query.shape[1]) for t in (key, value))
         q_len, kv_len = query.shape[2], key.shape[2]
         mask = _real_tokens(padding, key)
+        weights_wanted = _attentions_requested()
+        if weights_wanted and not getattr(self.mixer, "forms_attention_matrix", False):
+            self._fail("output_attentions=True, but the mechanism forms no attention-weight matrix to return; "
+                       "call the model with output_attentions=False")
         if self.decoding:
+            if weights_wanted:
+                self._fail("output_attentions=True while decoding from the recurrent state, which keeps no weights")
             return self._decode(query, key, value, mask)
         if q_len != kv_len:  # a key/value cache: the new queries are the last positions
             if not causal or q_len > kv_len:
@@ -112,7 +130,14 @@ class HFMechanism(nn.Module):
         out = self.mixer._attend(query, key, value, mask)[:, :, kv_len - q_len:]
         if mask is not None:
             out = out.masked_fill(~mask[:, None, kv_len - q_len:, None], 0.0)
-        return out.transpose(1, 2).contiguous(), None
+        weights = self.mixer._attention_weights(query, key, mask)[:, :, kv_len - q_len:] if weights_wanted else None
+        return out.transpose(1, 2).contiguous(), weights
+
+    def _scaled(self, query: Tensor, scaling: float | None) -> Tensor:
+        """The model's score scale folded into the queries: the mechanism divides by sqrt(head_dim) itself."""
+        if scaling is None or abs(scaling * self.head_dim ** 0.5 - 1) <= 1e-6:
+            return query
+        return query * (scaling * self.head_dim ** 0.5)
 
     def _decode(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> tuple[Tensor, None]:
         """The new positions (B, H, L, D) continue the state: one :meth:`step_heads` each."""
@@ -137,6 +162,20 @@ class HFMechanism(nn.Module):
         elif p and not self.ignore_dropout:
             self._fail(f"the model applies attention dropout {p}, which {self.mixer_name!r} cannot apply; "
                        f"replace_attention(..., ignore_dropout=True) drops it")
+
+
+def _attentions_requested() -> bool:
+    """Whether the model's call collects attention weights (``output_attentions=True``, by argument or config):
+    ``transformers`` records them from each attention module's second output."""
+    try:
+        from transformers.utils.output_capturing import _active_collector
+    except ImportError:  # another version of the library: nothing to look at
+        return False
+    try:
+        collected = _active_collector.get()
+    except LookupError:
+        return False
+    return isinstance(collected, dict) and "attentions" in collected
 
 
 def _repeat_heads(t: Tensor, heads: int) -> Tensor:
@@ -166,8 +205,26 @@ def tokenmix_attention(module: nn.Module, query: Tensor, key: Tensor, value: Ten
 
 
 def _plain_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, padding: Tensor | None,
-                     scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, None]:
+                     scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, Tensor | None]:
     key, value = (_repeat_heads(t, query.shape[1]) for t in (key, value))
+    if padding is not None and padding.dim() == 4:  # the caller's own mask, bool (True = attend) or additive
+        allowed = padding.to(query.device)
+    else:
+        allowed = _allowed(module, query, key, padding, kwargs)
+    p = dropout if module.training else 0.0
+    if not _attentions_requested():
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=scaling, dropout_p=p)
+        return out.transpose(1, 2).contiguous(), None
+    scores = (query @ key.transpose(-2, -1)) * (query.shape[-1] ** -0.5 if scaling is None else scaling)
+    scores = scores.masked_fill(~allowed, float("-inf")) if allowed.dtype == torch.bool else scores + allowed
+    weights = scores.softmax(dim=-1)
+    out = F.dropout(weights, p) @ value
+    return out.transpose(1, 2).contiguous(), weights
+
+
+def _allowed(module: nn.Module, query: Tensor, key: Tensor, padding: Tensor | None,
+             kwargs: dict[str, Any]) -> Tensor:
+    """The causal and padding masks, explicit, as a boolean (B or 1, 1, N_q, N_kv) mask (True = attend)."""
     q_len, kv_len = query.shape[2], key.shape[2]
     causal = kwargs.get("is_causal")
     causal = bool(getattr(module, "is_causal", False) if causal is None else causal) and q_len > 1
@@ -177,9 +234,7 @@ def _plain_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tenso
     allowed = allowed[None, None]
     if padding is not None:
         allowed = allowed & padding[:, None, None, -kv_len:].to(device=query.device, dtype=torch.bool)
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=scaling,
-                                         dropout_p=dropout if module.training else 0.0)
-    return out.transpose(1, 2).contiguous(), None
+    return allowed
 
 
 def padding_mask(batch_size: int, q_length: int | None = None, kv_length: int | None = None, q_offset: int = 0,
@@ -217,8 +272,50 @@ def _calls_attention_interface(cls: type) -> bool:
         return False
 
 
-def _is_cross_attention(module: nn.Module) -> bool:
-    return bool(getattr(module, "is_cross_attention", False)) or "CrossAttention" in type(module).__name__
+_CROSS_NAMES = ("encoderdecattention", "encoder_attn", "crossattention", "cross_attn", "cross_attention")
+
+
+def _is_cross_attention(path: str, module: nn.Module) -> bool:
+    """Cross-attention by what the architectures say of it: the flag or class name some give, the attribute name
+    others use (T5's ``EncDecAttention``, BART's ``encoder_attn``, BERT's ``crossattention``), or a module of a
+    decoder that is not causal (T5, BART, mBART, Marian, Whisper: their cross-attention shares the class)."""
+    if bool(getattr(module, "is_cross_attention", False)) or "CrossAttention" in type(module).__name__:
+        return True
+    if any(part.lower() in _CROSS_NAMES for part in path.split(".")):
+        return True
+    return bool(getattr(module, "is_decoder", False)) and not bool(getattr(module, "is_causal", True))
+
+
+def _unsupported(model: nn.Module, module: nn.Module, config: Any, info: Any, options: dict[str, Any]) -> list[str]:
+    """What the module does that the mechanism has no place for, each with the setting to change (empty: none)."""
+    problems = []
+    window = getattr(module, "sliding_window") if hasattr(module, "sliding_window") else (
+        getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None)
+    longest = _longest(config)
+    if isinstance(window, int) and (longest is None or window < longest):
+        problems.append(f"a sliding window of {window} tokens (sliding_window={window}; build the model with "
+                        f"sliding_window=None for full attention)")
+    for name in ("attn_logit_softcapping", "softcap"):
+        cap = getattr(module, name, None) if hasattr(module, name) else getattr(config, name, None)
+        if cap is not None:
+            problems.append(f"its scores soft-capped at {cap} ({name}={cap}; set it to None)")
+    if any(name in ("sinks", "s_aux") for name, _ in module.named_parameters(recurse=False)):
+        problems.append("attention sinks (a learned logit per head beside the keys)")
+    if hasattr(module, "has_relative_attention_bias"):
+        problems.append(f"a relative position bias added to its scores (relative_attention_num_buckets="
+                        f"{getattr(config, 'relative_attention_num_buckets', '?')}), the model's only positions")
+    elif getattr(config, "alibi", False) or getattr(config, "position_embedding_type", None) not in (
+            "absolute", "rotary", None):
+        problems.append("a position bias added to its scores (ALiBi or relative position embeddings), the model's "
+                        "own positions")
+    if getattr(config, "output_attentions", False) and not info.weights:
+        problems.append("output_attentions=True in its config, and the mechanism forms no attention weights (set "
+                        "config.output_attentions=False)")
+    rotary = [path for path, m in model.named_modules() if "rotary" in type(m).__name__.lower()]
+    if options.get("rotary") and rotary:
+        problems.append(f"its queries and keys rotated by the model ({rotary[0]}), and rotary=True would rotate them "
+                        f"a second time (leave the option out)")
+    return problems
 
 
 def _head_dim(module: nn.Module, config: Any) -> int:
@@ -261,12 +358,20 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
     for path, module in list(model.named_modules()):
         if not _calls_attention_interface(type(module)):
             continue
-        if _is_cross_attention(module):
-            left.append(f"{path} (cross-attention, never replaced)")
+        cross = _is_cross_attention(path, module)
+        if filter is None and cross:
+            left.append(f"{path} (cross-attention, left as it is unless filter= picks it)")
             continue
         if filter is not None and not filter(path):
             left.append(f"{path} (not accepted by filter=)")
             continue
+        if cross:
+            raise ValueError(f"replace_attention: {path} is cross-attention (its keys and values come from another "
+                             f"sequence), and {name!r} mixes a sequence with itself; leave it out of filter=")
+        problems = _unsupported(model, module, module.config, info, options)
+        if problems:
+            raise ValueError(f"replace_attention: {path} ({type(module).__name__}) has " + "; and ".join(problems)
+                             + f": {name!r} has no place for it (or leave the module out with filter=)")
         module.tokenmix = _mechanism(module, path, name, max_len or _longest(module.config), ignore_dropout, options)
         replaced += 1
     if not replaced:
