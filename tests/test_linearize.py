@@ -134,9 +134,10 @@ def test_convert_command_writes_a_model_that_loads_back_exactly(tmp_path, capsys
           "--batch", "2", "--transfer-steps", "5", "--finetune-steps", "2"])
     printed = capsys.readouterr().out
     assert "KL before" in printed and "transformer.h.1.attn" in printed
-    record = __import__("json").loads((out / "tokenmix.json").read_text())
-    assert record["mechanism"] == "linear" and record["options"] == {"feature_map": "hedgehog"}
-    assert len(record["transfer_losses"]) == 5 and len(record["finetune_losses"]) == 2
+    record = __import__("json").loads((out / "config.json").read_text())["tokenmix"]
+    [step] = record["replacements"]
+    assert step["mechanism"] == "linear" and step["options"]["feature_map"] == "hedgehog"
+    assert len(record["notes"]["transfer_losses"]) == 5 and len(record["notes"]["finetune_losses"]) == 2
     loaded = tokenmix.load_converted(str(out))
     assert len(swapped_mechanisms(loaded)) == 2
     again = tokenmix.load_converted(str(out))
@@ -168,7 +169,7 @@ def test_low_rank_fine_tuning_moves_only_the_projections_and_is_merged(family):
     else:
         pytest.importorskip("peft")
         make, data = _encoder, _data()
-        target = torch.randn(4, 12, 16)
+        target = torch.randn(4, 12, 16, generator=torch.Generator().manual_seed(2))  # not the suite's order
         loss_fn = lambda m, x: (m(x) - target).square().mean()  # noqa: E731
         moved = ("q_proj", "k_proj", "v_proj", "mixer.proj")
     transferred = make()

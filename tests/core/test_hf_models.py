@@ -354,21 +354,74 @@ def test_a_custom_4d_mask_is_refused_naming_the_module():
         model(torch.randint(2, VOCAB, (2, N)), attention_mask=mask)
 
 
-def test_a_converted_model_saves_and_loads_back_exactly(tmp_path):
-    from tokenmix.models.hf import save_converted
+def _inputs_of(family: str) -> dict:
+    return _seq2seq_inputs("Bart") if family == "bart" else _batch(family)[0]
 
-    model = _model("llama").eval()
-    tokenmix.replace_attention(model, "linear", feature_map="hedgehog", feature_dim=4)
+
+ROUND_TRIP = {**FAMILIES, "qwen2": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+    vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    intermediate_size=40)), "bart": lambda: _seq2seq("Bart")}
+
+
+@pytest.mark.parametrize("family", sorted(ROUND_TRIP))
+def test_a_converted_model_round_trips_through_save_and_from_pretrained(family, tmp_path):
+    """save_pretrained, then the Auto class with trust_remote_code (and tokenmix.load_converted): the same class,
+    mechanisms and weights, equal logits; the mechanism's own parameters moved off their initialisation first."""
+    torch.manual_seed(0)
+    model = ROUND_TRIP[family]().eval()
+    tokenmix.replace_attention(model, "kerformer", ignore_dropout=True)
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.01 * torch.randn_like(p))  # not the initialisation a fresh build would give
-    save_converted(model, str(tmp_path), {"mechanism": "linear", "options": {"feature_map": "hedgehog",
-                                                                             "feature_dim": 4}})
+            p.add_(0.01 * torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    saved = __import__("json").loads((tmp_path / "config.json").read_text())
+    assert saved["model_type"] == "tokenmix" and saved["attn_implementation"] == "tokenmix"
+    [auto_name] = [name for name in saved["auto_map"] if name in (
+        "AutoModelForCausalLM", "AutoModelForSequenceClassification", "AutoModelForImageClassification",
+        "AutoModelForSeq2SeqLM")]
+    inputs = _inputs_of(family)
+    for loaded in (getattr(transformers, auto_name).from_pretrained(tmp_path, trust_remote_code=True),
+                   tokenmix.load_converted(str(tmp_path))):
+        assert type(loaded).__name__ == type(model).__name__
+        assert sorted(loaded.state_dict()) == sorted(model.state_dict())
+        assert torch.equal(loaded.eval()(**inputs).logits, model(**inputs).logits)
+
+
+def test_a_converted_model_is_never_loaded_back_as_softmax(tmp_path):
+    """Without trust_remote_code the Auto class refuses; a class's own from_pretrained fails on the attention
+    implementation, or, with it registered, at the first call naming the loaders."""
+    import subprocess
+    import sys
+
+    model = _model("llama")
+    tokenmix.replace_attention(model, "linear", feature_map="hedgehog", feature_dim=4)
+    tokenmix.save_converted(model, str(tmp_path), recipe="none")
+    assert __import__("json").loads((tmp_path / "config.json").read_text())["tokenmix"]["notes"] == {"recipe": "none"}
+    for code in ("import transformers; transformers.AutoModelForCausalLM.from_pretrained(FOLDER)",
+                 "import transformers; transformers.LlamaForCausalLM.from_pretrained(FOLDER)"):
+        run = subprocess.run([sys.executable, "-c", code.replace("FOLDER", repr(str(tmp_path)))],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+        assert run.returncode != 0 and ("trust_remote_code" in run.stderr or '"tokenmix"' in run.stderr)
+    plain = transformers.LlamaForCausalLM.from_pretrained(tmp_path)  # here "tokenmix" is registered
+    with pytest.raises(ValueError, match=r"replaced by tokenmix \('linear'\).*load_converted"):
+        plain(torch.randint(2, VOCAB, (1, N)))
+    with pytest.raises(ValueError, match="not a Hugging Face model with attention replaced"):
+        tokenmix.save_converted(_model("bert"), str(tmp_path / "plain"))
+    _model("bert").save_pretrained(tmp_path / "bert")
+    with pytest.raises(ValueError, match="not a model converted by tokenmix"):
+        tokenmix.load_converted(str(tmp_path / "bert"))
+
+
+def test_two_replacements_in_one_model_round_trip(tmp_path):
+    model = _model("gpt2").eval()
+    tokenmix.replace_attention(model, "linear", filter=lambda path: path.startswith("transformer.h.0"))
+    tokenmix.replace_attention(model, "performer", filter=lambda path: path.startswith("transformer.h.1"))
+    model.save_pretrained(tmp_path)
     loaded = tokenmix.load_converted(str(tmp_path)).eval()
+    names = [m.tokenmix.mixer_name for m in (loaded.transformer.h[0].attn, loaded.transformer.h[1].attn)]
+    assert names == ["linear", "performer"]
     ids = torch.randint(2, VOCAB, (2, N))
-    assert torch.equal(model(ids).logits, loaded(ids).logits)
-    with pytest.raises(ValueError, match="no attention replaced"):
-        save_converted(_model("bert"), str(tmp_path / "plain"), {"mechanism": "linear", "options": {}})
+    assert torch.equal(loaded(ids).logits, model(ids).logits)
 
 
 @pytest.mark.parametrize("name", CAUSAL_QKV)
@@ -409,3 +462,55 @@ def test_a_causal_only_mechanism_without_q_k_v_is_refused_as_such():
     model = _model("gpt2")
     with pytest.raises(ValueError, match="'gated_deltanet' is not a Q/K/V mechanism"):
         tokenmix.replace_attention(model, "gated_deltanet")
+
+
+def _left_padded() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(2, VOCAB, (3, 6), generator=g)
+    mask = torch.ones(3, 6, dtype=torch.long)
+    mask[1, :2] = 0
+    mask[2, :4] = 0
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+@pytest.mark.parametrize("name", CAUSAL_QKV)
+def test_plain_generate_decodes_from_the_recurrent_state(name):
+    """No context to open: generate on a replaced causal model runs from the mechanisms' states (no keys or values
+    kept), left-padded batches and beam search included, and gives what recomputing every prefix gives."""
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, name)
+    ids, mask = _left_padded()
+    for settings in ({}, {"attention_mask": mask}, {"attention_mask": mask, "num_beams": 3}):
+        recomputed = model.generate(ids, max_new_tokens=5, do_sample=False, use_cache=False, **settings)
+        out = model.generate(ids, max_new_tokens=5, do_sample=False, return_dict_in_generate=True, **settings)
+        assert torch.equal(out.sequences, recomputed), settings
+        growing = tokenmix.models.hf.state_grows(model.model.layers[0].self_attn.tokenmix.mixer)
+        if not (growing and settings):  # a key/value cache cannot skip padding: the model's own cache then
+            assert all(layer.keys is None for layer in out.past_key_values.layers)
+    assert model.model.layers[0].self_attn.tokenmix.decoding_state is None  # dropped after generate
+
+
+def test_padding_inside_decoding_is_refused_only_for_a_growing_cache():
+    ids, mask = _left_padded()
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, "softmax")
+    with torch.no_grad(), tokenmix.decoding(model) as cache:
+        with pytest.raises(ValueError, match=r"model.layers.0.self_attn .*growing key/value cache"):
+            model(ids, attention_mask=mask, past_key_values=cache)
+
+
+def test_generate_keeps_a_constant_state_over_2000_tokens():
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                      num_key_value_heads=1, intermediate_size=16, max_position_embeddings=4096,
+                                      bos_token_id=0, eos_token_id=None, pad_token_id=0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    tokenmix.replace_attention(model, "linear")
+    mechanism = model.model.layers[0].self_attn.tokenmix
+    sizes = []
+    mechanism.register_forward_hook(lambda module, args, out: sizes.append(
+        sum(v.numel() for v in module.decoding_state.values())))
+    out = model.generate(torch.randint(2, VOCAB, (1, 4)), max_new_tokens=2000, min_new_tokens=2000, do_sample=False,
+                         return_dict_in_generate=True)
+    assert out.sequences.shape[1] == 2004 and len(sizes) == 2000
+    assert len(set(sizes)) == 1 and all(layer.keys is None for layer in out.past_key_values.layers)

@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cv.add_argument("model", help="folder of a transformers causal LM (config.json and weights; save_pretrained's)")
     cv.add_argument("--text", required=True, help="UTF-8 text file to learn from (the last tenth is held out for "
                     "the per-layer gaps)")
-    cv.add_argument("--out", required=True, help="folder for the converted model (config.json, model.safetensors, "
-                    "tokenmix.json); tokenmix.load_converted reads it")
+    cv.add_argument("--out", required=True, help="folder for the converted model (save_pretrained's: config.json "
+                    "with the conversion's record, model.safetensors); tokenmix.load_converted, or transformers' "
+                    "AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True), reads it")
     cv.add_argument("--method", choices=["hedgehog", "lolcats", "t2r"], default="hedgehog", help="the recipe")
     cv.add_argument("--feature-dim", type=int, default=None, help="features of the learned map per head "
                     "(default head_dim)")
@@ -83,8 +84,8 @@ def run(args: argparse.Namespace) -> None:
         import transformers
     except ModuleNotFoundError:
         raise SystemExit("tokenmix convert: needs transformers (pip install 'tokenmix[hf]')") from None
-    from ..models.hf import save_converted
-    from ..conversion import METHODS, linearize
+    from ..models.hf_auto import save_converted
+    from ..conversion import linearize
 
     try:
         for what in ("length", "batch"):
@@ -104,15 +105,9 @@ def run(args: argparse.Namespace) -> None:
                            checkpoint=args.checkpoint)
     except (ValueError, OSError) as error:
         raise SystemExit(f"tokenmix convert: {error}") from None
-    options = {"feature_map": METHODS[args.method]}
-    if args.feature_dim is not None:
-        options["feature_dim"] = args.feature_dim
-    save_converted(model, args.out, {"mechanism": "linear", "options": options, "method": args.method,
-                                     "ignore_dropout": args.ignore_dropout, "finetune": args.finetune,
-                                     "source": str(args.model), "text": str(args.text),
-                                     "transfer_losses": report.transfer_losses,
-                                     "finetune_losses": report.finetune_losses,
-                                     "gaps": [vars(g) for g in report.layers]})
+    save_converted(model, args.out, method=args.method, finetune=args.finetune, source=str(args.model),
+                   text=str(args.text), transfer_losses=report.transfer_losses,
+                   finetune_losses=report.finetune_losses, gaps=[vars(g) for g in report.layers])
     if tokenizer is not None:
         tokenizer.save_pretrained(args.out)
     print(report.table())

@@ -5,7 +5,8 @@ the swap of attention in models of your own or Hugging Face's (:mod:`tokenmix.mo
 from .classifier import SequenceClassifier
 from .contextualizer import ContextualizerClassifier
 from .dual import DualEncoderClassifier
-from .hf import HFMechanism, load_converted, save_converted
+from .hf import HFMechanism
+from .hf_auto import load_converted, save_converted
 from .layers import Block, FeedForward, sinusoidal_positions
 from .lm import CausalLM
 from .patterns import LayerMixer, layer_mixers, parse_layer_mixer

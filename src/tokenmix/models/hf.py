@@ -52,10 +52,11 @@ from torch import Tensor, nn
 from ..mixers.base import QKVMixer
 from ..registry import create_mixer, mixer_info
 
-__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "save_converted", "load_converted",
-           "recurrent_cache", "ATTENTION_NAME"]
+__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "recurrent_cache", "state_grows", "ATTENTION_NAME",
+           "RECORD_KEY"]
 
 ATTENTION_NAME = "tokenmix"
+RECORD_KEY = "tokenmix"  # the config attribute recording the replacement (tokenmix.models.hf_auto reads it)
 _DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
 _REFUSED_KWARGS = ("sliding_window", "softcap", "s_aux", "sinks")
 
@@ -140,21 +141,42 @@ class HFMechanism(nn.Module):
         return query * (scaling * self.head_dim ** 0.5)
 
     def _decode(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> tuple[Tensor, None]:
-        """The new positions (B, H, L, D) continue the state: one :meth:`step_heads` each."""
+        """The new positions (B, H, L, D) continue the state: one :meth:`step_heads` each. A padded position (a
+        left-padded prompt) leaves its row's state as it was and outputs zero, as the forward pass masks it."""
         if key.shape[2] != query.shape[2]:
             self._fail("decoding with a key/value cache of the model's own: in tokenmix.decoding(model), pass the "
                        "cache it gives (generate(..., past_key_values=cache))")
-        if mask is not None and not bool(mask.all()):
-            self._fail("padding while decoding: every sequence takes its next token at each call (decode "
-                       "unpadded sequences of one length)")
         if self.decoding_state is None:
             self.decoding_state = self.mixer.init_state(query.shape[0], device=query.device, dtype=query.dtype)
         outputs = []
         for t in range(query.shape[2]):
-            out, self.decoding_state = self.mixer.step_heads(query[:, :, t], key[:, :, t], value[:, :, t],
-                                                             self.decoding_state)
+            out, state = self.mixer.step_heads(query[:, :, t], key[:, :, t], value[:, :, t], self.decoding_state)
+            if mask is not None:
+                real = mask[:, t]
+                state = self._keep_padded_rows(real, state, self.decoding_state)
+                out = out * real[:, None, None].to(out.dtype)
+            self.decoding_state = state
             outputs.append(out)
         return torch.stack(outputs, dim=1), None  # (B, L, H, D), as the attention functions return
+
+    def _keep_padded_rows(self, real: Tensor, new: dict[str, Tensor], old: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``new`` where the row's token is real, ``old`` where it is padding (an entry not yet in ``old``: the
+        empty sum, zero). A state that grows with every token (a key/value cache) cannot keep a row as it was."""
+        if bool(real.all()):
+            return new
+        kept = {}
+        for name, value in new.items():
+            if value.dim() == 0:  # shared by the rows (the step count): padding counts, as in the forward pass
+                kept[name] = value
+                continue
+            before = old.get(name)
+            if before is not None and before.shape != value.shape:
+                self._fail(f"padding while decoding: {self.mixer_name!r} keeps a growing key/value cache ({name!r}) "
+                           f"that cannot skip a padded token; generate without tokenmix.decoding (the model's own "
+                           f"cache), or pad on neither side")
+            before = torch.zeros_like(value) if before is None else before
+            kept[name] = torch.where(real.view(-1, *([1] * (value.dim() - 1))), value, before)
+        return kept
 
     def _dropout(self, p: float) -> None:
         if "attn_dropout" in self.mixer.info.options:
@@ -176,6 +198,19 @@ def _attentions_requested() -> bool:
     except LookupError:
         return False
     return isinstance(collected, dict) and "attentions" in collected
+
+
+def state_grows(mixer: QKVMixer) -> bool:
+    """Whether the mechanism's decoding state grows with every token (a key/value cache: softmax, the sparse
+    patterns) rather than keeping one size: looked at on two steps of a one-row, one-value input."""
+    like = next((t for t in [*mixer.parameters(), *mixer.buffers()] if t.is_floating_point()), torch.zeros(()))
+    zeros = torch.zeros(1, getattr(mixer, "num_heads", 1), mixer.head_dim, device=like.device, dtype=like.dtype)
+    state = mixer.init_state(1, device=like.device, dtype=like.dtype)
+    shapes = []
+    for _ in range(2):
+        _, state = mixer.step_heads(zeros, zeros, zeros, state)
+        shapes.append({name: tuple(value.shape) for name, value in state.items()})
+    return shapes[0] != shapes[1]
 
 
 def _repeat_heads(t: Tensor, heads: int) -> Tensor:
@@ -201,7 +236,18 @@ def tokenmix_attention(module: nn.Module, query: Tensor, key: Tensor, value: Ten
     mechanism = getattr(module, "tokenmix", None)
     if isinstance(mechanism, HFMechanism):
         return mechanism(module, query, key, value, attention_mask, scaling, dropout, kwargs)
+    if not getattr(module, "tokenmix_left", False):
+        record = getattr(getattr(module, "config", None), "tokenmix", None)
+        raise ValueError(f"this model's attention was replaced by tokenmix ({_mechanisms_of(record)}) when it was "
+                         f"saved, and it was loaded without it ({type(module).__name__} has no mechanism): load it "
+                         f"with tokenmix.load_converted(folder) or transformers' AutoModel... .from_pretrained(folder, "
+                         f"trust_remote_code=True)")
     return _plain_attention(module, query, key, value, attention_mask, scaling, dropout, kwargs)
+
+
+def _mechanisms_of(record: Any) -> str:
+    steps = (record or {}).get("replacements", []) if isinstance(record, dict) else []
+    return ", ".join(sorted({repr(step.get("mechanism")) for step in steps})) or "no record of which"
 
 
 def _plain_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, padding: Tensor | None,
@@ -380,7 +426,21 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
                             "none of its modules calls the library's attention interface (transformers 5 models do)"))
     _register()
     model.set_attn_implementation(ATTENTION_NAME)
+    _record(model, name, max_len=max_len, ignore_dropout=ignore_dropout, options=options)
     return replaced
+
+
+def _record(model: nn.Module, name: str, **step: Any) -> None:
+    """Write the replacement into the model's config (so ``save_pretrained`` carries it) and mark the attention
+    modules left as they are."""
+    replaced = [m.path for m in model.modules() if isinstance(m, HFMechanism) and m.mixer_name == name]
+    for module in model.modules():
+        if _calls_attention_interface(type(module)) and not isinstance(getattr(module, "tokenmix", None), HFMechanism):
+            module.tokenmix_left = True  # computes as before: see tokenmix_attention
+    record = dict(getattr(model.config, RECORD_KEY, None) or {"replacements": []})
+    steps = [s for s in record["replacements"] if not set(s["replaced"]) & set(replaced)]
+    record["replacements"] = [*steps, {"mechanism": name, **step, "replaced": replaced}]
+    setattr(model.config, RECORD_KEY, record)
 
 
 def _mechanism(module: nn.Module, path: str, name: str, max_len: int | None, ignore_dropout: bool,
@@ -406,54 +466,6 @@ def _qkv_mechanisms() -> list[str]:
     from ..registry import list_mixers
 
     return [name for name in list_mixers() if mixer_info(name).qkv and not mixer_info(name).spatial]
-
-
-CONVERTED_FILE = "tokenmix.json"  # beside a converted model's config.json and model.safetensors
-
-
-def save_converted(model: nn.Module, out: str, record: dict[str, Any]) -> None:
-    """Write a ``transformers`` model whose attention tokenmix replaced into the folder ``out``: its
-    ``config.json``, every weight (the mechanisms' own included) in ``model.safetensors``, and ``tokenmix.json``:
-    ``record`` (at least ``mechanism`` and ``options``) with the replaced modules' paths, so that
-    :func:`load_converted` rebuilds it exactly."""
-    import json
-    from pathlib import Path
-
-    from safetensors.torch import save_model
-
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [m.path for m in model.modules() if isinstance(m, HFMechanism)]
-    if not paths:
-        raise ValueError("save_converted: the model has no attention replaced by tokenmix")
-    model.config.architectures = [type(model).__name__]  # as save_pretrained records it
-    model.config.save_pretrained(folder)
-    save_model(model, str(folder / "model.safetensors"))
-    (folder / CONVERTED_FILE).write_text(json.dumps({**record, "replaced": paths}, indent=2) + "\n")
-
-
-def load_converted(folder: str) -> nn.Module:
-    """The model :func:`save_converted` wrote into ``folder``: built from its config, its attention replaced as it
-    was, every weight loaded (strictly: a missing or unexpected weight raises)."""
-    import json
-    from pathlib import Path
-
-    import transformers
-    from safetensors.torch import load_model
-
-    record = json.loads((Path(folder) / CONVERTED_FILE).read_text())
-    config = transformers.AutoConfig.from_pretrained(folder)
-    architecture = (config.architectures or [None])[0]
-    if architecture is None or not hasattr(transformers, architecture):
-        raise ValueError(f"load_converted: {folder}/config.json names no transformers architecture "
-                         f"({architecture!r})")
-    model = getattr(transformers, architecture)(config)
-    replaced = set(record["replaced"])
-    replace_hf_attention(model, record["mechanism"], max_len=record.get("max_len"),
-                         ignore_dropout=record.get("ignore_dropout", False), filter=lambda path: path in replaced,
-                         options=record["options"])
-    load_model(model, str(Path(folder) / "model.safetensors"), strict=True)
-    return model
 
 
 def recurrent_cache(model: nn.Module) -> Any:
@@ -500,9 +512,8 @@ def recurrent_cache(model: nn.Module) -> Any:
         def prefetch(self) -> None:
             return None
 
-        def reorder_cache(self, beam_idx: Tensor) -> None:
-            raise NotImplementedError("tokenmix decoding: beam search reorders cached keys; the recurrent states "
-                                      "are not reordered (use greedy or sampling)")
+        def reorder_cache(self, beam_idx: Tensor) -> None:  # the states are reordered once, by the cache below
+            return None
 
     class RecurrentCache(Cache):
         def __init__(self) -> None:
@@ -512,6 +523,14 @@ def recurrent_cache(model: nn.Module) -> Any:
             super().reset()
             for mechanism in mechanisms:
                 mechanism.decoding_state = None
+
+        def reorder_cache(self, beam_idx: Tensor) -> None:
+            """Beam search: each row of every mechanism's state becomes the row of the beam it continues."""
+            for mechanism in mechanisms:
+                if mechanism.decoding_state is not None:
+                    mechanism.decoding_state = {
+                        name: value.index_select(0, beam_idx.to(value.device)) if value.dim() else value
+                        for name, value in mechanism.decoding_state.items()}
 
         def crop(self, tokens_to_remove: int) -> None:
             raise NotImplementedError("tokenmix decoding: a recurrent state cannot drop tokens (no assisted "

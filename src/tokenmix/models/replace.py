@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
 from ..registry import MixerInfo, create_mixer, mixer_info
-from .hf import HFMechanism, is_hf_model, recurrent_cache, replace_hf_attention
+from .hf import HFMechanism, is_hf_model, recurrent_cache
 
 __all__ = ["MixerAttention", "replace_attention", "decoding", "PROJECTIONS_COPIED"]
 
@@ -228,8 +228,9 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
             raise ValueError("replace_attention: in a Hugging Face model each attention module's own is_causal decides "
                              "causality and its own projections stay in use: causal= and copy_weights= do not apply")
         _checked_mechanism(name)
-        return replace_hf_attention(model, name, max_len=max_len, ignore_dropout=ignore_dropout, filter=filter,
-                                    options=options)
+        from .hf_auto import convert  # the converted class: saves, loads and generates as a converted model
+
+        return convert(model, name, max_len=max_len, ignore_dropout=ignore_dropout, filter=filter, options=options)
     info = _checked_mechanism(name)
     adapters: dict[int, MixerAttention] = {}
     left: list[str] = []  # the nn.MultiheadAttention modules left as they are, and why: for the error below
@@ -354,14 +355,17 @@ def decoding(model: nn.Module) -> Iterator[nn.Module]:
     instead of starting over: every replaced layer keeps its mechanism's recurrent state (``init_state`` /
     ``step``: a fixed-size state for the kernel mechanisms, a growing key/value cache for softmax) and feeds the
     new tokens through it. The first call may carry the whole prompt (with its causal mask, as in training); then
-    one new token per sequence per call, the model's own positions continued by the caller. Padding is refused;
-    leaving the context drops the states. Raises ``ValueError`` for a model with no replaced attention or a
-    non-causal one.
+    one new token per sequence per call, the model's own positions continued by the caller. Padding is refused
+    in a PyTorch model; leaving the context drops the states. Raises ``ValueError`` for a model with no replaced
+    attention or a non-causal one.
 
-    A Hugging Face model: the context gives a cache to pass to the model (``generate(ids, past_key_values=cache)``
-    or ``model(ids, past_key_values=cache)``), which keeps no keys or values, only the length seen, so that the
-    model's positions and masks continue while each layer decodes from its mechanism's state. Greedy and sampled
-    decoding; beam search and assisted decoding raise."""
+    A Hugging Face model: the context gives a cache to pass to the model (``generate(ids, cache=cache)``, or
+    ``past_key_values=`` in older releases, or ``model(ids, past_key_values=cache)``), which keeps no keys or values,
+    only the length seen, so that the model's positions and masks continue while each layer decodes from its
+    mechanism's state. Plain ``generate`` on a replaced causal model does this by itself
+    (:mod:`tokenmix.models.hf_auto`). Greedy, sampled and beam-search decoding; left-padded prompts for the
+    mechanisms with a fixed-size state (a padded token leaves its row's state as it was; a growing key/value cache
+    raises); assisted decoding raises."""
     adapters = [m for m in model.modules() if isinstance(m, (MixerAttention, HFMechanism))]
     if not adapters:
         raise ValueError("decoding: the model has no attention replaced by tokenmix.replace_attention")
