@@ -165,6 +165,9 @@ FLOP_BOUNDS: dict[tuple[str, bool], tuple[float, float]] = {
     # GLA: chunks of 16, its per-dimension decays kept pairwise inside each)
     **{(n, True): _CHUNKED for n in ("retention", "gla", "mamba2")},
     ("softmax", True): (1.0, 2.0),  # the fused causal attention is measured as the full l x l product
+    # LoLCATs' window (w = 64 = l: one block of 64 queries against 2 x 64 keys, half of them before the sequence)
+    # and the linear part in chunks over keys delayed by w (all zero here): 4x the window's pairs, measured 2.8
+    ("window_linear", True): (1.0, 3.0),
     **{(n, c): _SPARSE for n in ("sparse_fixed", "sparse_strided") for c in (False, True)},
     **{(n, True): _DIRECT_CONV for n in ("extractor_she", "extractor_he", "extractor_we", "extractor_me")},
 }
@@ -255,6 +258,8 @@ def test_complexity_in_length(name: str, causal: bool) -> None:
         assert 1.95 < _growth(name, causal, 2048, max_len=32) < 2.05
         if name == "extractor_she":  # within the window, 004's O(l^2 d^2)
             assert 3.5 < _growth(name, causal, 512, dim=8, max_len=1024) <= 4.0
+    elif name == "window_linear":  # O(N w d + N d^2): linear once N >> w (the first w queries see fewer keys)
+        assert 1.99 < _growth(name, causal, 8192) < 2.01
     elif name == "kerformer" and not causal:  # O(N d^2); SE-K is O(max_len^2 / r), fixed by max_len
         assert 1.99 < _growth(name, causal, 2048, se_k=False) < 2.01
     else:  # O(N d^2) (or O(N m d), O(K N d u)): linear in N

@@ -101,7 +101,8 @@ def test_docstring_mixer_entries_build(module, entry):
     layer = parse_layer_mixer(entry)
     options = dict(layer.options)
     info = mixer_info(layer.name)
-    mixer = create_mixer(layer.name, 32, num_heads=2 if info.multihead else 1, **options)
+    mixer = create_mixer(layer.name, 32, num_heads=2 if info.multihead else 1, causal=not info.bidirectional,
+                         **options)
     if info.spatial:
         y = mixer(torch.randn(1, 64, 32), hw=(8, 8))
     else:

@@ -145,13 +145,13 @@ def test_need_weights_returns_softmax_attention_weights(average):
 def test_copy_weights_fills_the_projections_of_every_qkv_mechanism():
     """The mechanisms the docstring lists as taking copied weights are exactly the Q/K/V ones."""
     documented = {"softmax", "linear", "performer", "cosformer", "kerformer", "efficient", "sparse_strided",
-                  "sparse_fixed", "based"}
+                  "sparse_fixed", "based", "window_linear"}
     qkv = {n for n in _sequence_mixers()
            if isinstance(tokenmix.create_mixer(n, DIM, max_len=N, causal=not mixer_info(n).bidirectional), QKVMixer)}
     assert qkv == documented
     for name in sorted(documented):
         model = _encoder(layers=1)
-        tokenmix.replace_attention(model, name, copy_weights=True, max_len=N)
+        tokenmix.replace_attention(model, name, copy_weights=True, max_len=N, causal=not mixer_info(name).bidirectional)
         mha, adapter = _encoder(layers=1).layers[0].self_attn, model.layers[0].self_attn
         assert adapter.copied == ("q_proj", "k_proj", "v_proj", "proj")
         torch.testing.assert_close(adapter.mixer.v_proj.weight, mha.in_proj_weight[2 * DIM:])

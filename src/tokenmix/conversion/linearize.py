@@ -8,8 +8,10 @@ Three published recipes, each a ``method``:
   trained alone to reproduce each layer's softmax attention *weights* (cross-entropy between the teacher's rows and
   the student's, eq. 3 of their §4.2), the rest frozen, then the model is fine-tuned.
 * ``"lolcats"`` (Zhang et al., 2024b, LoLCATs): the same maps trained alone to reproduce each layer's softmax
-  attention *outputs* (mean squared error: "attention transfer"), then fine-tuned (all weights here; LoLCATs uses
-  low-rank adapters, and a sliding window beside the linear attention, neither built here).
+  attention *outputs* (mean squared error: "attention transfer"), then fine-tuned (all weights, or low-rank adapters
+  as LoLCATs does: ``finetune="lora"``). LoLCATs' layer keeps exact softmax attention in a sliding window beside the
+  linear attention: ``linearize(model, "window_linear", method="lolcats", window=64)``, its window weights fitted
+  with the maps.
 
 During the transfer every swapped layer computes its softmax teacher on its own Q, K, V and passes the teacher's
 output on, so each layer learns on the activations the softmax model gives it, as both papers do. After it, the
@@ -36,6 +38,7 @@ from torch import Tensor, nn
 
 from ..models.hf import HFMechanism, is_hf_model
 from ..models.replace import MixerAttention, replace_attention
+from ..registry import list_mixers, mixer_info
 from .transfer import METHOD_LOSS, attention_transfer, only_feature_maps, swapped_mechanisms
 
 __all__ = ["linearize", "LinearizeReport", "LayerGap", "METHODS", "swapped_mechanisms", "attention_transfer"]
@@ -167,7 +170,7 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
               max_len: int | None = None, filter: Callable[[str], bool] | None = None, feature_dim: int | None = None,
               ignore_dropout: bool = False, finetune: str = "all", lora_rank: int = 8,
               checkpoint: str | Path | None = None, checkpoint_every: int = 50,
-              progress: bool = True) -> LinearizeReport:
+              progress: bool = True, **options: Any) -> LinearizeReport:
     """Swap each softmax attention of ``model`` (in place) for ``name`` with the learned feature map of ``method``
     (``"t2r"``, ``"hedgehog"``, ``"lolcats"``: see :mod:`tokenmix.conversion.linearize`), train the feature maps
     alone on the teacher for ``transfer_steps`` (hedgehog, lolcats: default 100; T2R has no such stage), then
@@ -179,13 +182,14 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
 
     ``causal``, ``max_len``, ``filter`` and ``ignore_dropout`` are :func:`tokenmix.replace_attention`'s
     (``causal`` for PyTorch models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model,
-    optimizer, stage, step); a call with the same arguments finding it resumes where it stopped. The only
-    mechanism with learned feature maps is ``"linear"``."""
+    optimizer, stage, step); a call with the same arguments finding it resumes where it stopped. The mechanisms
+    with learned feature maps: ``"linear"``, and ``"window_linear"`` (LoLCATs' sliding window + linear attention,
+    whose window weights are fitted with the maps); ``options`` are the mechanism's own (``window=64``, ...)."""
     transfer_steps = _checked(method, name, transfer_steps, finetune_steps, eval_batches, checkpoint_every, finetune,
                               lora_rank)
     checkpoint = Path(checkpoint) if checkpoint is not None else None
     replaced = _swap(model, name, method, feature_dim, causal=causal, max_len=max_len, filter=filter,
-                     ignore_dropout=ignore_dropout)
+                     ignore_dropout=ignore_dropout, options=options)
     report = LinearizeReport(method=method, replaced=replaced)
     saved = _load(checkpoint)
     if saved is not None and saved["stage"] == "finetune" and finetune == "lora":
@@ -215,9 +219,10 @@ def _checked(method: str, name: str, transfer_steps: int | None, finetune_steps:
     """The arguments of :func:`linearize` checked; the transfer steps (its default filled in)."""
     if method not in METHODS:
         raise ValueError(f"linearize: method must be one of {', '.join(METHODS)}; got {method!r}")
-    if name != "linear":
-        raise ValueError(f"linearize: {name!r} has no learned feature map to fit; the methods train linear "
-                         f"attention's (name='linear')")
+    if "feature_map" not in mixer_info(name).options:
+        with_maps = [n for n in list_mixers() if "feature_map" in mixer_info(n).options]
+        raise ValueError(f"linearize: {name!r} has no learned feature map to fit; the methods train those of "
+                         f"{', '.join(repr(n) for n in with_maps)}")
     if transfer_steps is None:
         transfer_steps = 100 if method in METHOD_LOSS else 0
     if method not in METHOD_LOSS and transfer_steps:
@@ -235,9 +240,10 @@ def _checked(method: str, name: str, transfer_steps: int | None, finetune_steps:
 
 
 def _swap(model: nn.Module, name: str, method: str, feature_dim: int | None, *, causal: bool | Callable[[str], bool],
-          max_len: int | None, filter: Callable[[str], bool] | None, ignore_dropout: bool) -> int:
+          max_len: int | None, filter: Callable[[str], bool] | None, ignore_dropout: bool,
+          options: dict[str, Any]) -> int:
     """Each softmax attention of ``model`` swapped for ``name`` with ``method``'s feature map; how many."""
-    options: dict[str, Any] = {"feature_map": METHODS[method]}
+    options = {**options, "feature_map": METHODS[method]}
     if feature_dim is not None:
         options["feature_dim"] = feature_dim
     if is_hf_model(model):

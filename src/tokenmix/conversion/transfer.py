@@ -120,6 +120,8 @@ def only_feature_maps(model: nn.Module) -> Iterator[list[nn.Parameter]]:
 
 
 def feature_map_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The learned feature maps' parameters (``phi*``) of every Q/K/V mechanism of ``model``: what a transfer trains."""
+    """The learned feature maps' parameters (``phi*``) of every Q/K/V mechanism of ``model``, and whatever else a
+    mechanism lists as fitted to its teacher (``transferred``: ``window_linear``'s window weights): what a transfer
+    trains."""
     return [p for mixer in swapped_mechanisms(model).values() for n, p in mixer.named_parameters()
-            if n.startswith("phi")]
+            if n.startswith(tuple(getattr(mixer, "transferred", ("phi",))))]

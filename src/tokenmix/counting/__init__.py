@@ -12,7 +12,8 @@ imports it. Its modules:
 * one module per family of mechanisms, one function per mechanism with its derivation as its docstring:
   :mod:`.attention` (Q/K/V projections, softmax attention (Chen (2023) Tables 3 and 5), the Sparse
   Transformer patterns, efficient attention), :mod:`.kernel` (``linear``, ``performer``, ``cosformer``,
-  ``kerformer``), :mod:`.delta` (``deltanet``, ``gated_deltanet``), :mod:`.gla` (``retention``, ``gla``), :mod:`.ssd` (``mamba2``), :mod:`.context` (``relation``, ``average``,
+  ``kerformer``), :mod:`.hybrid` (``window_linear``), :mod:`.delta` (``deltanet``, ``gated_deltanet``), :mod:`.gla`
+  (``retention``, ``gla``), :mod:`.ssd` (``mamba2``), :mod:`.context` (``relation``, ``average``,
   ``mlp``, ``contextualizer``), :mod:`.extractor`
   (Chen (2023)'s four Extractors) and :mod:`.vision` (the vision mixers, as labelled steps over a grid);
 * :mod:`.table`: :func:`count_mixer` / :func:`count_table` (parameters, counts, the FlopCounterMode
@@ -22,7 +23,7 @@ imports it. Its modules:
 from __future__ import annotations
 
 # The family modules register their count functions on import.
-from . import attention, context, delta, extractor, gla, kernel, ssd, vision  # noqa: F401
+from . import attention, context, delta, extractor, gla, hybrid, kernel, ssd, vision  # noqa: F401
 from .blocks import CountPart, gemm_mults, total
 from .opcounts import OpCounts
 from .paper_000 import PAPER_000_MIXERS, count_paper_000, format_paper_000, paper_000_mults, paper_000_options

@@ -52,7 +52,8 @@ from torch import Tensor, nn
 from ..mixers.base import QKVMixer
 from ..registry import create_mixer, mixer_info
 
-__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "recurrent_cache", "state_grows", "ATTENTION_NAME",
+__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "recurrent_cache", "state_grows", "decodes_padding",
+           "ATTENTION_NAME",
            "RECORD_KEY"]
 
 ATTENTION_NAME = "tokenmix"
@@ -100,8 +101,12 @@ class HFMechanism(nn.Module):
     def forward(self, module: nn.Module, query: Tensor, key: Tensor, value: Tensor, padding: Tensor | None,
                 scaling: float | None, dropout: float, kwargs: dict[str, Any]) -> tuple[Tensor, Tensor | None]:
         for name in _REFUSED_KWARGS:
-            if kwargs.get(name) is not None:
-                self._fail(f"the model passes {name}={kwargs[name]!r}, which a mechanism has no place for")
+            setting = kwargs.get(name)
+            if name == "sliding_window" and isinstance(setting, int) and getattr(self.mixer, "window",
+                                                                                 setting + 1) <= setting:
+                continue  # a windowed mechanism (window_linear) within the model's window
+            if setting is not None:
+                self._fail(f"the model passes {name}={setting!r}, which the mechanism has no place for")
         causal = kwargs.get("is_causal")
         causal = bool(getattr(module, "is_causal", False) if causal is None else causal)
         if causal != self.mixer.causal:
@@ -164,6 +169,10 @@ class HFMechanism(nn.Module):
         empty sum, zero). A state that grows with every token (a key/value cache) cannot keep a row as it was."""
         if bool(real.all()):
             return new
+        if not getattr(self.mixer, "padded_decoding", True):
+            self._fail(f"padding while decoding: a padded token takes a place in {self.mixer_name!r}'s window, which "
+                       f"keeping a row's state cannot give; generate without tokenmix.decoding (the model's own "
+                       f"cache), or pad on neither side")
         kept = {}
         for name, value in new.items():
             if value.dim() == 0:  # shared by the rows (the step count): padding counts, as in the forward pass
@@ -211,6 +220,12 @@ def state_grows(mixer: QKVMixer) -> bool:
         _, state = mixer.step_heads(zeros, zeros, zeros, state)
         shapes.append({name: tuple(value.shape) for name, value in state.items()})
     return shapes[0] != shapes[1]
+
+
+def decodes_padding(mixer: QKVMixer) -> bool:
+    """Whether decoding from the mechanism's state can skip a padded token by keeping its row's state: a fixed-size
+    state (:func:`state_grows`) whose tokens take no place in it (not a window: ``padded_decoding``)."""
+    return getattr(mixer, "padded_decoding", True) and not state_grows(mixer)
 
 
 def _repeat_heads(t: Tensor, heads: int) -> Tensor:
@@ -277,6 +292,9 @@ def _allowed(module: nn.Module, query: Tensor, key: Tensor, padding: Tensor | No
     allowed = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device)
     if causal:
         allowed = allowed.tril(kv_len - q_len)
+    window = _sliding_window(module, module.config) if hasattr(module, "config") else None
+    if window is not None:  # Mistral's modules left as they are keep their window
+        allowed = allowed.triu(kv_len - q_len - window + 1)
     allowed = allowed[None, None]
     if padding is not None:
         allowed = allowed & padding[:, None, None, -kv_len:].to(device=query.device, dtype=torch.bool)
@@ -287,18 +305,34 @@ def padding_mask(batch_size: int, q_length: int | None = None, kv_length: int | 
                  kv_offset: int = 0, mask_function: Callable | None = None, attention_mask: Tensor | None = None,
                  **kwargs: Any) -> Tensor | None:
     """The ``"tokenmix"`` entry of ``transformers``' AttentionMaskInterface: the 2-D padding mask (True = real
-    token; None when there is none), for causal or bidirectional attention only; any other pattern raises.
-    (``kwargs`` are the mask interface's extras for other backends: dtype, device, config, ...)"""
+    token; None when there is none), for causal, bidirectional or sliding-window causal attention (each module's
+    window was checked when :func:`replace_hf_attention` ran); any other pattern (chunks, packed sequences, an
+    overlay) raises. (``kwargs`` are the mask interface's extras for other backends: dtype, device, config, ...)"""
     from transformers.masking_utils import bidirectional_mask_function, causal_mask_function
 
-    if mask_function not in (causal_mask_function, bidirectional_mask_function):
+    if mask_function not in (causal_mask_function, bidirectional_mask_function) and not _causal_window(mask_function):
         name = getattr(mask_function, "__qualname__", repr(mask_function))
-        raise ValueError(f"replace_attention: the model asks for an attention pattern other than causal or "
-                         f"bidirectional over the real tokens ({name}: a sliding window, chunks, packed sequences "
-                         f"or an overlay), which a tokenmix mechanism cannot take")
+        raise ValueError(f"replace_attention: the model asks for an attention pattern other than causal, "
+                         f"sliding-window causal or bidirectional over the real tokens ({name}: chunks, packed "
+                         f"sequences or an overlay), which a tokenmix mechanism cannot take")
     if attention_mask is None:
         return None
     return attention_mask[:, -kv_length:] if kv_length is not None else attention_mask
+
+
+def _causal_window(mask_function: Callable | None, probe: int = 64) -> bool:
+    """Whether ``mask_function`` (batch, head, query, key) -> allowed is causal attention within some window: looked
+    at on a ``probe`` x ``probe`` grid of positions."""
+    if mask_function is None:
+        return False
+    i = torch.arange(probe)
+    try:
+        allowed = torch.as_tensor(mask_function(0, 0, i[:, None], i[None, :])).expand(probe, probe)
+    except Exception:  # a pattern that needs what the probe does not carry (packed sequences' ids, ...)
+        return False
+    lag = i[:, None] - i[None, :]
+    window = int(allowed[-1].sum())
+    return window > 0 and torch.equal(allowed, (lag >= 0) & (lag < window))
 
 
 @functools.lru_cache(maxsize=None)
@@ -332,15 +366,25 @@ def _is_cross_attention(path: str, module: nn.Module) -> bool:
     return bool(getattr(module, "is_decoder", False)) and not bool(getattr(module, "is_causal", True))
 
 
-def _unsupported(model: nn.Module, module: nn.Module, config: Any, info: Any, options: dict[str, Any]) -> list[str]:
-    """What the module does that the mechanism has no place for, each with the setting to change (empty: none)."""
-    problems = []
+def _sliding_window(module: nn.Module, config: Any) -> int | None:
+    """The module's sliding window, where it is shorter than the longest sequence the model takes (else None)."""
     window = getattr(module, "sliding_window") if hasattr(module, "sliding_window") else (
         getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None)
     longest = _longest(config)
-    if isinstance(window, int) and (longest is None or window < longest):
+    return window if isinstance(window, int) and (longest is None or window < longest) else None
+
+
+def _unsupported(model: nn.Module, module: nn.Module, config: Any, info: Any, options: dict[str, Any]) -> list[str]:
+    """What the module does that the mechanism has no place for, each with the setting to change (empty: none)."""
+    problems = []
+    window = _sliding_window(module, config)
+    if window is not None and "window" in info.options:
+        if options.get("window", window) > window:
+            problems.append(f"a sliding window of {window} tokens, narrower than window={options['window']}")
+    elif window is not None:
         problems.append(f"a sliding window of {window} tokens (sliding_window={window}; build the model with "
-                        f"sliding_window=None for full attention)")
+                        f"sliding_window=None for full attention, or use 'window_linear', which keeps the window "
+                        f"exact and adds linear attention beyond it)")
     for name in ("attn_logit_softcapping", "softcap"):
         cap = getattr(module, name, None) if hasattr(module, name) else getattr(config, name, None)
         if cap is not None:
@@ -418,7 +462,9 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
         if problems:
             raise ValueError(f"replace_attention: {path} ({type(module).__name__}) has " + "; and ".join(problems)
                              + f": {name!r} has no place for it (or leave the module out with filter=)")
-        module.tokenmix = _mechanism(module, path, name, max_len or _longest(module.config), ignore_dropout, options)
+        window = _sliding_window(module, module.config)
+        own = {"window": window, **options} if window is not None and "window" in info.options else options
+        module.tokenmix = _mechanism(module, path, name, max_len or _longest(module.config), ignore_dropout, own)
         replaced += 1
     if not replaced:
         raise ValueError(f"replace_attention: nothing replaced in the Hugging Face model ({type(model).__name__}): "

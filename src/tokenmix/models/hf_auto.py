@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .hf import RECORD_KEY, HFMechanism, is_hf_model, recurrent_cache, replace_hf_attention, state_grows
+from .hf import RECORD_KEY, HFMechanism, decodes_padding, is_hf_model, recurrent_cache, replace_hf_attention
 
 __all__ = ["converted_class", "convert", "apply_records", "save_converted", "load_converted", "MODEL_TYPE",
            "LOADER_FILE"]
@@ -120,13 +120,16 @@ def _auto_map(base: type, config_class: type) -> dict[str, str]:
 def _generate(self: Any, base: type, *args: Any, **kwargs: Any) -> Any:
     """``generate``, from the mechanisms' recurrent states (as :func:`tokenmix.decoding` does) where every replaced
     attention is causal and the caller brings no cache of its own (``past_key_values``/``cache``) and does not turn
-    caching off; with padding, only where every state keeps one size (a key/value cache cannot skip a token)."""
+    caching off; with padding, only where every mechanism can skip a padded token (:func:`~.hf.decodes_padding`)."""
     mechanisms = [m for m in self.modules() if isinstance(m, HFMechanism)]
     own = any(kwargs.get(k) is not None for k in ("past_key_values", "cache")) or kwargs.get("use_cache") is False
     padded = kwargs.get("attention_mask") is not None and not bool(kwargs["attention_mask"].bool().all())
-    if (own or not mechanisms or not all(m.mixer.causal for m in mechanisms) or any(m.decoding for m in mechanisms)
-            or (padded and any(state_grows(m.mixer) for m in mechanisms))):
+    if own or not mechanisms or not all(m.mixer.causal for m in mechanisms) or any(m.decoding for m in mechanisms):
         return base.generate(self, *args, **kwargs)
+    if padded and not all(decodes_padding(m.mixer) for m in mechanisms):  # the model's own cache, every key kept
+        from transformers import DynamicCache  # (a sliding-window model's would drop the keys beyond its window)
+
+        return base.generate(self, *args, **{_cache_argument(): DynamicCache()}, **kwargs)
     for mechanism in mechanisms:
         mechanism.decoding, mechanism.decoding_state = True, None
     try:

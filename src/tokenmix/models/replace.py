@@ -210,8 +210,8 @@ def replace_attention(model: nn.Module, name: str, *, causal: bool | Callable[[s
         copy_weights: copy the module's ``in_proj`` (split into Q, K, V) and ``out_proj`` weights and biases into
             the mixer's ``q_proj``, ``k_proj``, ``v_proj`` and ``proj``. Only mechanisms with those projections at
             the module's width can take them (the Q/K/V mechanisms: ``softmax``, ``linear``, ``performer``,
-            ``cosformer``, ``kerformer``, ``efficient``, ``sparse_strided``, ``sparse_fixed``, ``based``); any other
-            raises.
+            ``cosformer``, ``kerformer``, ``efficient``, ``sparse_strided``, ``sparse_fixed``, ``based``,
+            ``window_linear``); any other raises.
             With ``softmax`` the model computes what it computed before.
         ignore_dropout: replace modules with attention dropout by a mechanism that has no attention weights to drop
             (without it, that raises).
