@@ -265,3 +265,31 @@ def test_the_registry_says_which_mechanisms_take_q_k_v(name):
         return
     mixer = tokenmix.create_mixer(name, 8, num_heads=1, max_len=16, causal=not info.bidirectional)
     assert info.qkv == isinstance(mixer, QKVMixer)
+
+
+QKV_RECURRENT = [n for n in sequence_mixers() if tokenmix.mixer_info(n).recurrent and tokenmix.mixer_info(n).qkv]
+
+
+@pytest.mark.parametrize("name", QKV_RECURRENT)
+def test_prefill_heads_gives_the_steps_outputs_and_state(name, monkeypatch):
+    """A prompt's heads into a fresh state: the outputs and the state of one step per token, in float64; the
+    kernel mechanisms without log-scaled features take one pass (no step at all)."""
+    torch.manual_seed(8)
+    mixer = build(name, causal=True, dtype=torch.float64)
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, mixer.num_heads, 13, mixer.head_dim, generator=g, dtype=torch.float64)
+               for _ in range(3))
+    state, stepped = mixer.init_state(2, dtype=torch.float64), []
+    for t in range(13):
+        out, state = mixer.step_heads(q[:, :, t], k[:, :, t], v[:, :, t], state)
+        stepped.append(out)
+    calls = []
+    original = type(mixer)._step_heads
+    monkeypatch.setattr(type(mixer), "_step_heads", lambda self, *a: calls.append(1) or original(self, *a))
+    outputs, prefilled = mixer.prefill_heads(q, k, v, mixer.init_state(2, dtype=torch.float64))
+    torch.testing.assert_close(outputs, torch.stack(stepped, dim=2), rtol=1e-9, atol=1e-10)
+    assert prefilled.keys() == state.keys()
+    for key in state:
+        torch.testing.assert_close(prefilled[key], state[key], rtol=1e-9, atol=1e-10)
+    if name in ("linear", "cosformer", "kerformer", "based"):
+        assert not calls, f"{name}: the prompt went step by step"

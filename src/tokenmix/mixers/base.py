@@ -313,6 +313,27 @@ class QKVMixer(Mixer):
         out, state = self._step_heads(q, k, v, state)
         return self._output(out.reshape(x_t.shape[0], self.inner_dim)), state
 
+    def prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                      state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """Several causal steps of the attention rule at once on heads q, k, v (B, H, L, D) that continue the
+        sequences ``state`` has seen: the outputs (B, H, L, D) and the state after them, what L calls of
+        :meth:`step_heads` give; in one pass where the mechanism has one (a prompt into a fresh kernel state)."""
+        self._check_recurrent()
+        return self._prefill_heads(q, k, v, state)
+
+    def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                       state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        outputs = []
+        for t in range(q.shape[2]):
+            out, state = self._step_heads(q[:, :, t], k[:, :, t], v[:, :, t], state)
+            outputs.append(out)
+        return torch.stack(outputs, dim=2), state
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v = self.qkv_heads(x)
+        out, state = self._prefill_heads(q, k, v, state)
+        return self._output(merge_heads(out)), state
+
     def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """The plain computation of :meth:`_attend` (an explicit N x N matrix)."""
         raise NotImplementedError

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ops.kernel_attention import (divide_away_from_zero, kernel_attention, kernel_attention_reference,
-                                     kernel_attention_step, kernel_attention_weights)
+                                     kernel_attention_step, kernel_attention_weights, upcast_low_precision)
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from ..validate import is_positive_int
@@ -118,6 +118,22 @@ class KernelAttentionMixer(QKVMixer):
         if log_scale is not None:
             new_state["log_scale"] = log_scale
         return out, new_state
+
+    def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                       state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """A prompt into a fresh state in one pass: the causal forward for the outputs and ``sum_j phi(k_j) [v_j,
+        1]^T`` for the state (features without log-scales and without rotary positions; else step by step)."""
+        if self.rotary or "kv" in state or int(state["t"]) != 0:
+            return super()._prefill_heads(q, k, v, state)
+        phi_q, phi_k, log_scale = self._features(q, k, None)
+        if log_scale is not None:
+            return super()._prefill_heads(q, k, v, state)
+        out = kernel_attention(phi_q, phi_k, v, causal=True, chunk_size=self.chunk_size, eps=self.eps,
+                               normalize=self.normalize)
+        keys, values = upcast_low_precision(phi_k, v)
+        if self.normalize:
+            values = torch.cat([values, values.new_ones(*values.shape[:-1], 1)], dim=-1)
+        return out, {"t": state["t"] + q.shape[2], "kv": keys.transpose(-2, -1) @ values}
 
     def _rotary_step(self, phi_q: Tensor, phi_k: Tensor, v: Tensor,
                      state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:

@@ -153,6 +153,9 @@ class HFMechanism(nn.Module):
                        "cache it gives (generate(..., past_key_values=cache))")
         if self.decoding_state is None:
             self.decoding_state = self.mixer.init_state(query.shape[0], device=query.device, dtype=query.dtype)
+        if query.shape[2] > 1 and mask is None:  # a prompt: in one pass where the mechanism has one
+            out, self.decoding_state = self.mixer.prefill_heads(query, key, value, self.decoding_state)
+            return out.transpose(1, 2), None
         outputs = []
         for t in range(query.shape[2]):
             out, state = self.mixer.step_heads(query[:, :, t], key[:, :, t], value[:, :, t], self.decoding_state)
