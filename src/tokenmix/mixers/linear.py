@@ -9,8 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops.kernel_attention import (divide_away_from_zero, kernel_attention, kernel_attention_reference,
-                                     kernel_attention_step, kernel_attention_weights, upcast_low_precision)
+from ..ops.kernel_attention import (
+    divide_away_from_zero,
+    kernel_attention,
+    kernel_attention_reference,
+    kernel_attention_step,
+    kernel_attention_weights,
+    upcast_low_precision,
+)
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from ..validate import is_positive_int
