@@ -351,3 +351,22 @@ def test_counting_leaves_the_global_rng_alone() -> None:
     torch.manual_seed(5)
     count_mixer("performer", dim=8, max_len=8)
     assert torch.equal(torch.rand(3), expected)
+
+
+# A mechanism counted by a registered parent's function would be counted as that parent: only GSA is, by design.
+COUNTED_AS_PARENT = {  # name: why its parent's count is its own
+    "twins_gsa": "PVT's spatial-reduction attention (Chu et al. 2021 §3.2: GSA is SRA over the windows' summaries)",
+}
+
+
+def test_no_mechanism_is_counted_as_another_registered_one() -> None:
+    from tokenmix.counting.registry import _GRID, _STEP, _TRAINING
+    from tokenmix.registry import _REGISTRY
+
+    registered = {cls for _, cls in _REGISTRY.values()}
+    for name, (info, cls) in _REGISTRY.items():
+        for table in (_TRAINING, _GRID) + ((_STEP,) if info.recurrent else ()):
+            owner = next((c for c in cls.__mro__ if c in table), None)
+            if owner is None or owner is cls or name in COUNTED_AS_PARENT:
+                continue
+            assert owner not in registered, f"{name} is counted by {owner.__name__}'s function"
