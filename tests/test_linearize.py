@@ -143,6 +143,15 @@ def test_convert_command_writes_a_model_that_loads_back_exactly(tmp_path, capsys
     again = tokenmix.load_converted(str(out))
     ids = torch.randint(0, 256, (1, 10))
     assert torch.equal(loaded.eval()(ids).logits, again.eval()(ids).logits)
+    window = tmp_path / "window"
+    main(["convert", str(folder), "--text", str(text), "--out", str(window), "--bytes", "--length", "32",
+          "--batch", "2", "--transfer-steps", "3", "--method", "lolcats", "--mechanism", "window_linear",
+          "--window", "8"])
+    hybrid = tokenmix.load_converted(str(window)).eval()
+    assert {m.info.name for m in swapped_mechanisms(hybrid).values()} == {"window_linear"}
+    assert all(m.window == 8 for m in swapped_mechanisms(hybrid).values())
+    with pytest.raises(SystemExit, match="--window sets window_linear's window"):
+        main(["convert", str(folder), "--text", str(text), "--out", str(tmp_path / "x"), "--bytes", "--window", "8"])
     with pytest.raises(SystemExit, match="no tokenizer"):
         main(["convert", str(folder), "--text", str(text), "--out", str(tmp_path / "x")])
     with pytest.raises(SystemExit, match="fewer than one window"):

@@ -23,6 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "with the conversion's record, model.safetensors); tokenmix.load_converted, or transformers' "
                     "AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True), reads it")
     cv.add_argument("--method", choices=["hedgehog", "lolcats", "t2r"], default="hedgehog", help="the recipe")
+    cv.add_argument("--mechanism", choices=["linear", "window_linear"], default="linear", help="the mechanism "
+                    "converted to: linear attention, or LoLCATs' sliding window + linear attention")
+    cv.add_argument("--window", type=int, default=None, help="window_linear: tokens seen exactly (default 64, or "
+                    "the model's own sliding window)")
     cv.add_argument("--feature-dim", type=int, default=None, help="features of the learned map per head "
                     "(default head_dim)")
     cv.add_argument("--length", type=int, default=128, help="tokens per training window")
@@ -98,11 +102,14 @@ def run(args: argparse.Namespace) -> None:
         transfer = args.transfer_steps if args.transfer_steps is not None else (0 if args.method == "t2r" else 100)
         train = text_batches(ids[:cut], args.length, args.batch, max(transfer, args.finetune_steps, 1), args.seed)
         held_out = text_batches(ids[cut:], min(args.length, len(ids) - cut - 1), args.batch, 4, args.seed + 1)
-        report = linearize(model, method=args.method, data=train, eval_data=held_out,
+        if args.window is not None and args.mechanism != "window_linear":
+            raise ValueError("--window sets window_linear's window (--mechanism window_linear)")
+        options = {} if args.window is None else {"window": args.window}
+        report = linearize(model, args.mechanism, method=args.method, data=train, eval_data=held_out,
                            transfer_steps=args.transfer_steps, finetune_steps=args.finetune_steps,
                            transfer_lr=args.transfer_lr, finetune_lr=args.finetune_lr, feature_dim=args.feature_dim,
                            ignore_dropout=args.ignore_dropout, finetune=args.finetune, lora_rank=args.lora_rank,
-                           checkpoint=args.checkpoint)
+                           checkpoint=args.checkpoint, **options)
     except (ValueError, OSError) as error:
         raise SystemExit(f"tokenmix convert: {error}") from None
     save_converted(model, args.out, method=args.method, finetune=args.finetune, source=str(args.model),
