@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> None:
         import transformers
     except ModuleNotFoundError:
         raise SystemExit("tokenmix convert: needs transformers (pip install 'tokenmix[hf]')") from None
-    from ..models.hf_auto import save_converted
     from ..conversion import linearize
+    from ..models.hf_auto import save_converted
 
     try:
         for what in ("length", "batch"):
