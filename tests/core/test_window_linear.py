@@ -113,6 +113,27 @@ def test_decoding_keeps_a_fixed_size_state_and_equals_the_forward_pass():
         tokenmix.create_mixer("window_linear", 12, causal=False)
 
 
+@pytest.mark.parametrize("n", [3, 4, 9, 13])
+def test_a_prompt_fills_the_window_and_the_linear_state_in_one_pass(n):
+    """prefill_heads (no step taken) = one step per token: outputs, the window's ring and the linear state; the
+    steps after it continue alike."""
+    mixer = make(4, feature_map="hedgehog", feature_dim=3)
+    q, k, v = heads(n + 3)
+    state, stepped = mixer.init_state(2, dtype=torch.float64), []
+    for t in range(n + 3):
+        out, state = mixer.step_heads(q[:, :, t], k[:, :, t], v[:, :, t], state)
+        stepped.append(out)
+    out, filled = mixer.prefill_heads(q[:, :, :n], k[:, :, :n], v[:, :, :n], mixer.init_state(2, dtype=torch.float64))
+    rest = []
+    for t in range(n, n + 3):
+        o, filled = mixer.step_heads(q[:, :, t], k[:, :, t], v[:, :, t], filled)
+        rest.append(o)
+    got = torch.cat([out, torch.stack(rest, 2)], 2)
+    torch.testing.assert_close(got, torch.stack(stepped, 2), rtol=1e-9, atol=1e-10)
+    for key in state:
+        torch.testing.assert_close(filled[key], state[key], rtol=1e-9, atol=1e-10)
+
+
 transformers = pytest.importorskip("transformers")
 
 

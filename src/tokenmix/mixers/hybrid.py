@@ -157,6 +157,25 @@ class WindowLinearAttention(LinearAttention):
                 "window_v": torch.zeros(batch_size, h, w, self.inner_dim // h, **zeros),
                 "kv": torch.zeros(batch_size, h, self.feature_dim, self.inner_dim // h + 1, **zeros)}
 
+    def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                       state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """A prompt into a fresh state in one pass: the forward's outputs; its last ``w`` keys and values into the
+        window's ring (token t at slot t mod w), every earlier one into the linear state."""
+        if int(state["t"]) != 0:
+            return super()._prefill_heads(q, k, v, state)
+        n, w = q.shape[2], self.window
+        out = self._attend(q, k, v, None)
+        window_k, window_v = state["window_k"].clone(), state["window_v"].clone()
+        recent = torch.arange(max(n - w, 0), n, device=q.device)
+        window_k[:, :, recent % w] = k[:, :, recent].to(window_k.dtype)
+        window_v[:, :, recent % w] = v[:, :, recent].to(window_v.dtype)
+        kv = state["kv"]
+        if n > w:
+            _, phi_k, _ = self._features(k[:, :, : n - w], k[:, :, : n - w], None)
+            old = torch.cat([v[:, :, : n - w], v.new_ones(*v.shape[:2], n - w, 1)], dim=-1)
+            kv = kv + (phi_k.transpose(-2, -1) @ old).to(kv.dtype)
+        return out, {"t": state["t"] + n, "window_k": window_k, "window_v": window_v, "kv": kv}
+
     def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
                     state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """The new token enters the window's ring; the one it replaces (w tokens back) enters the linear state."""
