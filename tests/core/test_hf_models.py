@@ -514,3 +514,13 @@ def test_generate_keeps_a_constant_state_over_2000_tokens():
                          return_dict_in_generate=True)
     assert out.sequences.shape[1] == 2004 and len(sizes) == 2000
     assert len(set(sizes)) == 1 and all(layer.keys is None for layer in out.past_key_values.layers)
+
+
+def test_a_converted_model_copies_and_pickles(tmp_path):
+    """Its class (Tokenmix<Class>, made on demand) is found again by name: deepcopy and torch.save/load work."""
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, "linear")
+    torch.save(model, tmp_path / "model.pt")
+    ids = torch.randint(2, VOCAB, (1, N))
+    for again in (copy.deepcopy(model), torch.load(tmp_path / "model.pt", weights_only=False)):
+        assert type(again) is type(model) and torch.equal(again(ids).logits, model(ids).logits)
