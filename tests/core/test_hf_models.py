@@ -413,6 +413,8 @@ def test_a_converted_model_is_never_loaded_back_as_softmax(tmp_path):
 
 
 def test_two_replacements_in_one_model_round_trip(tmp_path):
+    """Each call recorded with its own modules and options: two mechanisms, the same mechanism with two options, and
+    a later call taking one module of an earlier one."""
     model = _model("gpt2").eval()
     tokenmix.replace_attention(model, "linear", filter=lambda path: path.startswith("transformer.h.0"))
     tokenmix.replace_attention(model, "performer", filter=lambda path: path.startswith("transformer.h.1"))
@@ -422,6 +424,13 @@ def test_two_replacements_in_one_model_round_trip(tmp_path):
     assert names == ["linear", "performer"]
     ids = torch.randint(2, VOCAB, (2, N))
     assert torch.equal(loaded(ids).logits, model(ids).logits)
+    twice = _model("gpt2").eval()
+    tokenmix.replace_attention(twice, "linear", feature_map="t2r")
+    tokenmix.replace_attention(twice, "linear", feature_map="hedgehog", filter=lambda path: ".h.1." in f"{path}.")
+    twice.save_pretrained(tmp_path / "twice")
+    again = tokenmix.load_converted(str(tmp_path / "twice")).eval()
+    maps = [m.tokenmix.mixer.feature_map for m in (again.transformer.h[0].attn, again.transformer.h[1].attn)]
+    assert maps == ["t2r", "hedgehog"] and torch.equal(again(ids).logits, twice(ids).logits)
 
 
 @pytest.mark.parametrize("name", CAUSAL_QKV)

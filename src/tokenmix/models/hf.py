@@ -447,7 +447,8 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
     if dropout > 0 and "attn_dropout" not in info.options and not ignore_dropout:
         raise ValueError(f"replace_attention: the model has attention dropout {dropout}, which {name!r} cannot apply "
                          f"(it has no attention weights to drop); pass ignore_dropout=True to replace it without")
-    replaced, left = 0, []
+    replaced: list[str] = []
+    left: list[str] = []
     for path, module in list(model.named_modules()):
         if not _calls_attention_interface(type(module)):
             continue
@@ -468,27 +469,28 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
         window = _sliding_window(module, module.config)
         own = {"window": window, **options} if window is not None and "window" in info.options else options
         module.tokenmix = _mechanism(module, path, name, max_len or _longest(module.config), ignore_dropout, own)
-        replaced += 1
+        replaced.append(path)
     if not replaced:
         raise ValueError(f"replace_attention: nothing replaced in the Hugging Face model ({type(model).__name__}): "
                          + (f"every attention module is left out: {', '.join(left)}" if left else
                             "none of its modules calls the library's attention interface (transformers 5 models do)"))
     _register()
     model.set_attn_implementation(ATTENTION_NAME)
-    _record(model, name, max_len=max_len, ignore_dropout=ignore_dropout, options=options)
-    return replaced
+    _record(model, name, replaced, max_len=max_len, ignore_dropout=ignore_dropout, options=options)
+    return len(replaced)
 
 
-def _record(model: nn.Module, name: str, **step: Any) -> None:
-    """Write the replacement into the model's config (so ``save_pretrained`` carries it) and mark the attention
-    modules left as they are."""
-    replaced = [m.path for m in model.modules() if isinstance(m, HFMechanism) and m.mixer_name == name]
+def _record(model: nn.Module, name: str, replaced: list[str], **step: Any) -> None:
+    """Write the replacement of the modules ``replaced`` into the model's config (so ``save_pretrained`` carries it;
+    an earlier replacement keeps the modules this one did not take) and mark the attention modules left as they
+    are."""
     for module in model.modules():
         if _calls_attention_interface(type(module)) and not isinstance(getattr(module, "tokenmix", None), HFMechanism):
             module.tokenmix_left = True  # computes as before: see tokenmix_attention
     record = dict(getattr(model.config, RECORD_KEY, None) or {"replacements": []})
-    steps = [s for s in record["replacements"] if not set(s["replaced"]) & set(replaced)]
-    record["replacements"] = [*steps, {"mechanism": name, **step, "replaced": replaced}]
+    earlier = [{**s, "replaced": [p for p in s["replaced"] if p not in replaced]} for s in record["replacements"]]
+    record["replacements"] = [*(s for s in earlier if s["replaced"]), {"mechanism": name, **step,
+                                                                        "replaced": replaced}]
     setattr(model.config, RECORD_KEY, record)
 
 
