@@ -493,7 +493,7 @@ def test_plain_generate_decodes_from_the_recurrent_state(name):
         recomputed = model.generate(ids, max_new_tokens=5, do_sample=False, use_cache=False, **settings)
         out = model.generate(ids, max_new_tokens=5, do_sample=False, return_dict_in_generate=True, **settings)
         assert torch.equal(out.sequences, recomputed), settings
-        growing = tokenmix.models.hf.state_grows(model.model.layers[0].self_attn.tokenmix.mixer)
+        growing = tokenmix.models.hf_cache.state_grows(model.model.layers[0].self_attn.tokenmix.mixer)
         if not (growing and settings):  # a key/value cache cannot skip padding: the model's own cache then
             assert all(layer.keys is None for layer in out.past_key_values.layers)
     assert model.model.layers[0].self_attn.tokenmix.decoding_state is None  # dropped after generate

@@ -41,7 +41,6 @@ What the function does with what the model passes:
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -51,14 +50,20 @@ from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
 from ..registry import create_mixer, mixer_info
+from .hf_checks import (
+    attention_dropout,
+    calls_attention_interface,
+    head_dim_of,
+    is_cross_attention,
+    longest,
+    sliding_window,
+    unsupported,
+)
 
-__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "recurrent_cache", "state_grows", "decodes_padding",
-           "ATTENTION_NAME",
-           "RECORD_KEY"]
+__all__ = ["HFMechanism", "replace_hf_attention", "is_hf_model", "ATTENTION_NAME", "RECORD_KEY"]
 
 ATTENTION_NAME = "tokenmix"
 RECORD_KEY = "tokenmix"  # the config attribute recording the replacement (tokenmix.models.hf_auto reads it)
-_DROPOUT_KEYS = ("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout")
 _REFUSED_KWARGS = ("sliding_window", "softcap", "s_aux", "sinks")
 
 
@@ -212,25 +217,6 @@ def _attentions_requested() -> bool:
     return isinstance(collected, dict) and "attentions" in collected
 
 
-def state_grows(mixer: QKVMixer) -> bool:
-    """Whether the mechanism's decoding state grows with every token (a key/value cache: softmax, the sparse
-    patterns) rather than keeping one size: looked at on two steps of a one-row, one-value input."""
-    like = next((t for t in [*mixer.parameters(), *mixer.buffers()] if t.is_floating_point()), torch.zeros(()))
-    zeros = torch.zeros(1, getattr(mixer, "num_heads", 1), mixer.head_dim, device=like.device, dtype=like.dtype)
-    state = mixer.init_state(1, device=like.device, dtype=like.dtype)
-    shapes = []
-    for _ in range(2):
-        _, state = mixer.step_heads(zeros, zeros, zeros, state)
-        shapes.append({name: tuple(value.shape) for name, value in state.items()})
-    return shapes[0] != shapes[1]
-
-
-def decodes_padding(mixer: QKVMixer) -> bool:
-    """Whether decoding from the mechanism's state can skip a padded token by keeping its row's state: a fixed-size
-    state (:func:`state_grows`) whose tokens take no place in it (not a window: ``padded_decoding``)."""
-    return getattr(mixer, "padded_decoding", True) and not state_grows(mixer)
-
-
 def _repeat_heads(t: Tensor, heads: int) -> Tensor:
     """Grouped key/value heads (B, H_kv, N, D) repeated to the query heads (B, H, N, D)."""
     return t if t.shape[1] == heads else t.repeat_interleave(heads // t.shape[1], dim=1)
@@ -295,7 +281,7 @@ def _allowed(module: nn.Module, query: Tensor, key: Tensor, padding: Tensor | No
     allowed = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device)
     if causal:
         allowed = allowed.tril(kv_len - q_len)
-    window = _sliding_window(module, module.config) if hasattr(module, "config") else None
+    window = sliding_window(module, module.config) if hasattr(module, "config") else None
     if window is not None:  # Mistral's modules left as they are keep their window
         allowed = allowed.triu(kv_len - q_len - window + 1)
     allowed = allowed[None, None]
@@ -347,92 +333,6 @@ def _register() -> None:
     AttentionMaskInterface.register(ATTENTION_NAME, padding_mask)
 
 
-@functools.lru_cache(maxsize=None)
-def _calls_attention_interface(cls: type) -> bool:
-    try:
-        return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(cls.forward)
-    except (OSError, TypeError):
-        return False
-
-
-_CROSS_NAMES = ("encoderdecattention", "encoder_attn", "crossattention", "cross_attn", "cross_attention")
-
-
-def _is_cross_attention(path: str, module: nn.Module) -> bool:
-    """Cross-attention by what the architectures say of it: the flag or class name some give, the attribute name
-    others use (T5's ``EncDecAttention``, BART's ``encoder_attn``, BERT's ``crossattention``), or a module of a
-    decoder that is not causal (T5, BART, mBART, Marian, Whisper: their cross-attention shares the class)."""
-    if bool(getattr(module, "is_cross_attention", False)) or "CrossAttention" in type(module).__name__:
-        return True
-    if any(part.lower() in _CROSS_NAMES for part in path.split(".")):
-        return True
-    return bool(getattr(module, "is_decoder", False)) and not bool(getattr(module, "is_causal", True))
-
-
-def _sliding_window(module: nn.Module, config: Any) -> int | None:
-    """The module's sliding window, where it is shorter than the longest sequence the model takes (else None)."""
-    window = getattr(module, "sliding_window") if hasattr(module, "sliding_window") else (
-        getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None)
-    longest = _longest(config)
-    return window if isinstance(window, int) and (longest is None or window < longest) else None
-
-
-def _unsupported(model: nn.Module, module: nn.Module, config: Any, info: Any, options: dict[str, Any]) -> list[str]:
-    """What the module does that the mechanism has no place for, each with the setting to change (empty: none)."""
-    problems = []
-    window = _sliding_window(module, config)
-    if window is not None and "window" in info.options:
-        if options.get("window", window) > window:
-            problems.append(f"a sliding window of {window} tokens, narrower than window={options['window']}")
-    elif window is not None:
-        problems.append(f"a sliding window of {window} tokens (sliding_window={window}; build the model with "
-                        f"sliding_window=None for full attention, or use 'window_linear', which keeps the window "
-                        f"exact and adds linear attention beyond it)")
-    for name in ("attn_logit_softcapping", "softcap"):
-        cap = getattr(module, name, None) if hasattr(module, name) else getattr(config, name, None)
-        if cap is not None:
-            problems.append(f"its scores soft-capped at {cap} ({name}={cap}; set it to None)")
-    if any(name in ("sinks", "s_aux") for name, _ in module.named_parameters(recurse=False)):
-        problems.append("attention sinks (a learned logit per head beside the keys)")
-    if hasattr(module, "has_relative_attention_bias"):
-        problems.append(f"a relative position bias added to its scores (relative_attention_num_buckets="
-                        f"{getattr(config, 'relative_attention_num_buckets', '?')}), the model's only positions")
-    elif getattr(config, "alibi", False) or getattr(config, "position_embedding_type", None) not in (
-            "absolute", "rotary", None):
-        problems.append("a position bias added to its scores (ALiBi or relative position embeddings), the model's "
-                        "own positions")
-    if getattr(config, "output_attentions", False) and not info.weights:
-        problems.append("output_attentions=True in its config, and the mechanism forms no attention weights (set "
-                        "config.output_attentions=False)")
-    rotary = [path for path, m in model.named_modules() if "rotary" in type(m).__name__.lower()]
-    if options.get("rotary") and rotary:
-        problems.append(f"its queries and keys rotated by the model ({rotary[0]}), and rotary=True would rotate them "
-                        f"a second time (leave the option out)")
-    return problems
-
-
-def _head_dim(module: nn.Module, config: Any) -> int:
-    for name in ("head_dim", "attention_head_size"):
-        value = getattr(module, name, None)
-        if isinstance(value, int):
-            return value
-    return config.hidden_size // config.num_attention_heads
-
-
-def _longest(config: Any) -> int | None:
-    """The longest sequence the model takes: its position table, or a vision model's patches and class token."""
-    if isinstance(getattr(config, "max_position_embeddings", None), int):
-        return config.max_position_embeddings
-    image, patch = getattr(config, "image_size", None), getattr(config, "patch_size", None)
-    if isinstance(image, int) and isinstance(patch, int):
-        return (image // patch) ** 2 + 1
-    return None
-
-
-def _attention_dropout(config: Any) -> float:
-    return max(float(getattr(config, key, 0.0) or 0.0) for key in _DROPOUT_KEYS)
-
-
 def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ignore_dropout: bool,
                          filter: Callable[[str], bool] | None, options: dict[str, Any]) -> int:
     """:func:`tokenmix.replace_attention` for a ``transformers`` model: give every self-attention module that calls
@@ -443,16 +343,16 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
         raise ValueError(f"replace_attention: {name!r} is not a Q/K/V mechanism; in a Hugging Face model only the "
                          f"attention rule between the model's own queries, keys and values is replaced (mechanisms: "
                          f"{', '.join(_qkv_mechanisms())})")
-    dropout = _attention_dropout(model.config)
+    dropout = attention_dropout(model.config)
     if dropout > 0 and "attn_dropout" not in info.options and not ignore_dropout:
         raise ValueError(f"replace_attention: the model has attention dropout {dropout}, which {name!r} cannot apply "
                          f"(it has no attention weights to drop); pass ignore_dropout=True to replace it without")
     replaced: list[str] = []
     left: list[str] = []
     for path, module in list(model.named_modules()):
-        if not _calls_attention_interface(type(module)):
+        if not calls_attention_interface(type(module)):
             continue
-        cross = _is_cross_attention(path, module)
+        cross = is_cross_attention(path, module)
         if filter is None and cross:
             left.append(f"{path} (cross-attention, left as it is unless filter= picks it)")
             continue
@@ -462,13 +362,13 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
         if cross:
             raise ValueError(f"replace_attention: {path} is cross-attention (its keys and values come from another "
                              f"sequence), and {name!r} mixes a sequence with itself; leave it out of filter=")
-        problems = _unsupported(model, module, module.config, info, options)
+        problems = unsupported(model, module, module.config, info, options)
         if problems:
             raise ValueError(f"replace_attention: {path} ({type(module).__name__}) has " + "; and ".join(problems)
                              + f": {name!r} has no place for it (or leave the module out with filter=)")
-        window = _sliding_window(module, module.config)
+        window = sliding_window(module, module.config)
         own = {"window": window, **options} if window is not None and "window" in info.options else options
-        module.tokenmix = _mechanism(module, path, name, max_len or _longest(module.config), ignore_dropout, own)
+        module.tokenmix = _mechanism(module, path, name, max_len or longest(module.config), ignore_dropout, own)
         replaced.append(path)
     if not replaced:
         raise ValueError(f"replace_attention: nothing replaced in the Hugging Face model ({type(model).__name__}): "
@@ -485,7 +385,7 @@ def _record(model: nn.Module, name: str, replaced: list[str], **step: Any) -> No
     an earlier replacement keeps the modules this one did not take) and mark the attention modules left as they
     are."""
     for module in model.modules():
-        if _calls_attention_interface(type(module)) and not isinstance(getattr(module, "tokenmix", None), HFMechanism):
+        if calls_attention_interface(type(module)) and not isinstance(getattr(module, "tokenmix", None), HFMechanism):
             module.tokenmix_left = True  # computes as before: see tokenmix_attention
     record = dict(getattr(model.config, RECORD_KEY, None) or {"replacements": []})
     earlier = [{**s, "replaced": [p for p in s["replaced"] if p not in replaced]} for s in record["replacements"]]
@@ -498,7 +398,7 @@ def _mechanism(module: nn.Module, path: str, name: str, max_len: int | None, ign
                options: dict[str, Any]) -> HFMechanism:
     config = module.config
     heads = config.num_attention_heads
-    head_dim = _head_dim(module, config)
+    head_dim = head_dim_of(module, config)
     try:
         mixer = create_mixer(name, heads * head_dim, num_heads=heads, causal=bool(getattr(module, "is_causal", False)),
                              max_len=max_len, **options)
@@ -517,74 +417,3 @@ def _qkv_mechanisms() -> list[str]:
     from ..registry import list_mixers
 
     return [name for name in list_mixers() if mixer_info(name).qkv and not mixer_info(name).spatial]
-
-
-def recurrent_cache(model: nn.Module) -> Any:
-    """A ``transformers`` cache for decoding from the mechanisms' recurrent states (:func:`tokenmix.decoding`):
-    it keeps no keys or values, only how many tokens each layer has seen (for the model's positions and masks),
-    and hands each layer's new keys and values straight to its mechanism; resetting it resets their states."""
-    from transformers.cache_utils import Cache, CacheLayerMixin
-
-    mechanisms = [m for m in model.modules() if isinstance(m, HFMechanism)]
-
-    class RecurrentLayer(CacheLayerMixin):
-        is_sliding = False
-        is_croppable = False
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen = 0
-
-        def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
-            self.dtype, self.device = key_states.dtype, key_states.device
-            self.is_initialized = True
-
-        def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            self.seen += key_states.shape[-2]
-            return key_states, value_states  # the mechanism's state holds the past
-
-        def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-            return query_length, self.seen
-
-        def get_seq_length(self) -> int:
-            return self.seen
-
-        def get_max_length(self) -> int:
-            return -1
-
-        def reset(self) -> None:
-            self.seen = 0
-
-        def offload(self) -> None:  # nothing held here to move
-            return None
-
-        def prefetch(self) -> None:
-            return None
-
-        def reorder_cache(self, beam_idx: Tensor) -> None:  # the states are reordered once, by the cache below
-            return None
-
-    class RecurrentCache(Cache):
-        def __init__(self) -> None:
-            super().__init__(layer_class_to_replicate=RecurrentLayer)
-
-        def reset(self) -> None:
-            super().reset()
-            for mechanism in mechanisms:
-                mechanism.decoding_state = None
-
-        def reorder_cache(self, beam_idx: Tensor) -> None:
-            """Beam search: each row of every mechanism's state becomes the row of the beam it continues."""
-            for mechanism in mechanisms:
-                if mechanism.decoding_state is not None:
-                    mechanism.decoding_state = {
-                        name: value.index_select(0, beam_idx.to(value.device)) if value.dim() else value
-                        for name, value in mechanism.decoding_state.items()}
-
-        def crop(self, tokens_to_remove: int) -> None:
-            raise NotImplementedError("tokenmix decoding: a recurrent state cannot drop tokens (no assisted "
-                                      "decoding)")
-
-    return RecurrentCache()

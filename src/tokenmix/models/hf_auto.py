@@ -25,7 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .hf import RECORD_KEY, HFMechanism, decodes_padding, is_hf_model, recurrent_cache, replace_hf_attention
+from .hf import RECORD_KEY, HFMechanism, is_hf_model, replace_hf_attention
+from .hf_cache import decodes_padding, recurrent_cache
 
 __all__ = ["converted_class", "convert", "apply_records", "save_converted", "load_converted", "MODEL_TYPE",
            "LOADER_FILE"]
@@ -120,7 +121,8 @@ def _auto_map(base: type, config_class: type) -> dict[str, str]:
 def _generate(self: Any, base: type, *args: Any, **kwargs: Any) -> Any:
     """``generate``, from the mechanisms' recurrent states (as :func:`tokenmix.decoding` does) where every replaced
     attention is causal and the caller brings no cache of its own (``past_key_values``/``cache``) and does not turn
-    caching off; with padding, only where every mechanism can skip a padded token (:func:`~.hf.decodes_padding`)."""
+    caching off; with padding, only where every mechanism can skip a padded token
+    (:func:`~.hf_cache.decodes_padding`)."""
     mechanisms = [m for m in self.modules() if isinstance(m, HFMechanism)]
     own = any(kwargs.get(k) is not None for k in ("past_key_values", "cache")) or kwargs.get("use_cache") is False
     padded = kwargs.get("attention_mask") is not None and not bool(kwargs["attention_mask"].bool().all())

@@ -37,7 +37,8 @@ from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
 from ..registry import MixerInfo, create_mixer, mixer_info
-from .hf import HFMechanism, is_hf_model, recurrent_cache
+from .hf import HFMechanism, is_hf_model
+from .hf_cache import recurrent_cache
 
 __all__ = ["MixerAttention", "replace_attention", "decoding", "PROJECTIONS_COPIED"]
 
