@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops.kernel_attention import divide_away_from_zero, kernel_attention
+from ..ops.kernel_attention import divide_away_from_zero, kernel_attention, with_ones
 from ..registry import register_mixer
 from ..validate import is_positive_int
 from .linear import LinearAttention
@@ -95,12 +95,10 @@ class WindowLinearAttention(LinearAttention):
 
     def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         window, linear = self._masks(q.shape[2], mask, q.device)
-        scores = self._scores(q, k).masked_fill(~window, float("-inf"))
-        top = scores.amax(dim=-1, keepdim=True)
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # no real key in the window
+        e = _shifted_exp(self._scores(q, k).masked_fill(~window, float("-inf")))
         g, lin = self._factors(q)
         phi_q, phi_k, _ = self._features(q, k, mask)
-        a = g * torch.exp(scores - top) + lin * (phi_q @ phi_k.transpose(-2, -1)) * linear
+        a = g * e + lin * (phi_q @ phi_k.transpose(-2, -1)) * linear
         return divide_away_from_zero(a, a.sum(dim=-1, keepdim=True), self.eps)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
@@ -131,9 +129,7 @@ class WindowLinearAttention(LinearAttention):
         rb = pairs_of_blocks(real[..., None])[..., 0]  # (B, blocks, 2 c)
         lag = (torch.arange(c, device=q.device)[:, None] + c) - torch.arange(2 * c, device=q.device)[None, :]
         allowed = ((lag >= 0) & (lag < self.window))[None, None, None] & rb[:, None, :, None, :]
-        scores = self._scores(q.view(b, h, blocks, c, -1), kb).masked_fill(~allowed, float("-inf"))
-        top = scores.amax(dim=-1, keepdim=True)
-        e = torch.exp(scores - torch.where(torch.isfinite(top), top, torch.zeros_like(top)))
+        e = _shifted_exp(self._scores(q.view(b, h, blocks, c, -1), kb).masked_fill(~allowed, float("-inf")))
         num, den = e @ vb, e.sum(dim=-1, keepdim=True)
         return num.reshape(b, h, blocks * c, -1)[:, :, :n], den.reshape(b, h, blocks * c, 1)[:, :, :n]
 
@@ -143,8 +139,7 @@ class WindowLinearAttention(LinearAttention):
         if mask is not None:
             phi_k = phi_k * mask[:, None, :, None].to(phi_k.dtype)
         delayed_k = F.pad(phi_k, (0, 0, self.window, 0))[:, :, :q.shape[2]]
-        ones = v.new_ones(*v.shape[:-1], 1)
-        delayed = F.pad(torch.cat([v, ones], dim=-1), (0, 0, self.window, 0))[:, :, :q.shape[2]]
+        delayed = F.pad(with_ones(v), (0, 0, self.window, 0))[:, :, :q.shape[2]]
         both = kernel_attention(phi_q, delayed_k, delayed, causal=True, chunk_size=self.chunk_size,
                                 normalize=False)
         return both[..., :-1], both[..., -1:]
@@ -172,7 +167,7 @@ class WindowLinearAttention(LinearAttention):
         kv = state["kv"]
         if n > w:
             _, phi_k, _ = self._features(k[:, :, : n - w], k[:, :, : n - w], None)
-            old = torch.cat([v[:, :, : n - w], v.new_ones(*v.shape[:2], n - w, 1)], dim=-1)
+            old = with_ones(v[:, :, : n - w])
             kv = kv + (phi_k.transpose(-2, -1) @ old).to(kv.dtype)
         return out, {"t": state["t"] + n, "window_k": window_k, "window_v": window_v, "kv": kv}
 
@@ -184,12 +179,11 @@ class WindowLinearAttention(LinearAttention):
         window_k, window_v, kv = state["window_k"].clone(), state["window_v"].clone(), state["kv"]
         if t >= w:  # the token leaving the window
             _, phi_old, _ = self._features(window_k[:, :, slot:slot + 1], window_k[:, :, slot:slot + 1], None)
-            old = torch.cat([window_v[:, :, slot], v.new_ones(*v.shape[:-1], 1)], dim=-1)
+            old = with_ones(window_v[:, :, slot])
             kv = kv + phi_old[:, :, 0, :, None] * old[:, :, None, :]
         window_k[:, :, slot], window_v[:, :, slot] = k, v
         seen = torch.arange(w, device=q.device) < min(t + 1, w)
-        scores = self._scores(q[:, :, None], window_k)[:, :, 0].masked_fill(~seen, float("-inf"))
-        e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+        e = _shifted_exp(self._scores(q[:, :, None], window_k)[:, :, 0].masked_fill(~seen, float("-inf")))
         phi_q, _, _ = self._features(q[:, :, None], q[:, :, None], None)
         linear = (phi_q[:, :, 0, :, None] * kv).sum(dim=2)
         g, lin = (f[:, :, 0, 0, None] for f in self._factors(q[:, :, None, None]))
@@ -197,3 +191,10 @@ class WindowLinearAttention(LinearAttention):
         den = g * e.sum(dim=-1, keepdim=True) + lin * linear[..., -1:]
         out = divide_away_from_zero(num, den, self.eps)
         return out, {"t": state["t"] + 1, "window_k": window_k, "window_v": window_v, "kv": kv}
+
+
+def _shifted_exp(scores: Tensor) -> Tensor:
+    """``exp(s_ij - m_i)`` with ``m_i`` the row's largest score (0 for a row whose window holds no real key, so that
+    its terms are 0 rather than NaN): the window's terms before LoLCATs' shared normalisation."""
+    top = scores.amax(dim=-1, keepdim=True)
+    return torch.exp(scores - torch.where(torch.isfinite(top), top, torch.zeros_like(top)))

@@ -16,6 +16,7 @@ from ..ops.kernel_attention import (
     kernel_attention_step,
     kernel_attention_weights,
     upcast_low_precision,
+    with_ones,
 )
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
@@ -138,7 +139,7 @@ class KernelAttentionMixer(QKVMixer):
                                normalize=self.normalize)
         keys, values = upcast_low_precision(phi_k, v)
         if self.normalize:
-            values = torch.cat([values, values.new_ones(*values.shape[:-1], 1)], dim=-1)
+            values = with_ones(values)
         return out, {"t": state["t"] + q.shape[2], "kv": keys.transpose(-2, -1) @ values}
 
     def _rotary_step(self, phi_q: Tensor, phi_k: Tensor, v: Tensor,

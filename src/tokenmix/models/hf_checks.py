@@ -74,8 +74,9 @@ def unsupported(model: nn.Module, module: nn.Module, config: Any, info: Any, opt
     if getattr(config, "output_attentions", False) and not info.weights:
         problems.append("output_attentions=True in its config, and the mechanism forms no attention weights (set "
                         "config.output_attentions=False)")
-    rotary = [path for path, m in model.named_modules() if "rotary" in type(m).__name__.lower()]
-    if options.get("rotary") and rotary:
+    rotary = [path for path, m in model.named_modules() if "rotary" in type(m).__name__.lower()] if options.get(
+        "rotary") else []  # looked for only when the option asks (unsupported runs once per attention module)
+    if rotary:
         problems.append(f"its queries and keys rotated by the model ({rotary[0]}), and rotary=True would rotate them "
                         f"a second time (leave the option out)")
     return problems

@@ -55,7 +55,7 @@ def upcast_low_precision(*ts: Tensor) -> tuple[Tensor, ...]:
     return ts
 
 
-def _with_ones(v: Tensor) -> Tensor:
+def with_ones(v: Tensor) -> Tensor:
     """``[v, 1]``: the last column accumulates the denominator alongside the numerator."""
     return torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
 
@@ -122,7 +122,7 @@ def kernel_attention(
     q, k, v = upcast_low_precision(q, k, v)
     if key_mask is not None:
         k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
-    values = _with_ones(v) if normalize else v
+    values = with_ones(v) if normalize else v
     if not causal:
         out = q @ (k.transpose(-2, -1) @ values)
     else:
@@ -239,7 +239,7 @@ def kernel_attention_step(
     _check_normalize("kernel_attention_step", normalize, log_scale is not None)
     out_dtype = v.dtype
     q, k, v = upcast_low_precision(q, k, v)
-    values = _with_ones(v) if normalize else v
+    values = with_ones(v) if normalize else v
     update = k[..., :, None] * values[..., None, :]
     if state is None:
         state = update
