@@ -27,6 +27,16 @@ def test_importing_tokenmix_loads_nothing_of_the_lab():
     assert "'tokenmix.conversion'" in loaded and "'tokenmix.mixers.linear'" in loaded
 
 
+def test_importing_tokenmix_needs_no_transformers():
+    """transformers is an extra: with it missing (``sys.modules`` entry None makes its import fail), ``import
+    tokenmix`` and ``tokenmix compare``'s imports succeed (a module-level ``__getattr__`` that imported it for every
+    name broke them: the import machinery asks modules for ``__path__``)."""
+    code = ("import sys; sys.modules['transformers'] = None; import tokenmix, tokenmix.models.hf_auto; "
+            "print(tokenmix.create_mixer('linear', 8)(__import__('torch').randn(1, 3, 8)).shape)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
 def _section_blocks(heading: str) -> list[str]:
     text = (ROOT / "README.md").read_text()
     start = text.index(f"\n### {heading}\n")

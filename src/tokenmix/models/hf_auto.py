@@ -72,12 +72,13 @@ def converted_class(base: type) -> type:
 def __getattr__(name: str) -> type:
     """``Tokenmix<Class>`` for any ``transformers`` model class, and ``TokenmixConfig``, as the saved ``auto_map``
     names them (made on first use: importing this module imports no ``transformers``)."""
-    import transformers
-
     if name == "TokenmixConfig":
         return _config_class()
-    if name.startswith(_PREFIX) and hasattr(transformers, name[len(_PREFIX):]):
-        return converted_class(getattr(transformers, name[len(_PREFIX):]))
+    if name.startswith(_PREFIX):  # only then: the import machinery asks for others (__path__, ...) without transformers
+        import transformers
+
+        if hasattr(transformers, name[len(_PREFIX):]):
+            return converted_class(getattr(transformers, name[len(_PREFIX):]))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
