@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from tokenmix.ops.delta_rule import chunk_delta_rule, chunk_gated_delta_rule
 from tokenmix.ops.gla import chunk_gla, chunk_retention, chunk_simple_gla
+from tokenmix.ops.linear_attn import chunk_linear_attn, fused_chunk_based
 
 pytest.importorskip("einops")
 
@@ -84,3 +85,28 @@ def test_gated_delta_rule_equals_fla_naive_recurrent_gated_delta_rule():
     o, state = chunk_gated_delta_rule(q, k, v, decay, beta, initial_state=s0, output_final_state=True, chunk_size=8)
     torch.testing.assert_close(o, want, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(state, want_state, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_linear_attention_equals_fla_naive_recurrent_linear_attn(normalize):
+    """Feature-mapped (non-negative) q and k; normalised, the state is fla's pair (S, z)."""
+    q, k, v, g = _inputs(5)
+    q, k = q.abs(), k.abs()
+    s0 = torch.randn(2, 2, 8, 6, generator=g)
+    init = (s0, torch.rand(2, 1, 2, 8, generator=g)) if normalize else s0
+    want, want_state = _naive("linear_attn").naive_recurrent_linear_attn(
+        q, k, v, initial_state=init, output_final_state=True, normalize=normalize)
+    o, state = chunk_linear_attn(q, k, v, initial_state=init, output_final_state=True, normalize=normalize,
+                                 chunk_size=8)
+    torch.testing.assert_close(o, want, rtol=1e-4, atol=1e-4)
+    for mine, theirs in zip(state if normalize else (state,), want_state if normalize else (want_state,), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("use_norm", [True, False])
+def test_based_equals_fla_naive_parallel_based(use_norm):
+    q, k, v, _ = _inputs(6, dk=4)
+    # fla's Based reference takes (B, H, T, D) tensors
+    want = _naive("based").naive_parallel_based(*(x.transpose(1, 2) for x in (q, k, v)), use_norm=use_norm)
+    o, _ = fused_chunk_based(q, k, v, use_norm=use_norm, chunk_size=8)
+    torch.testing.assert_close(o, want.transpose(1, 2), rtol=1e-4, atol=1e-4)

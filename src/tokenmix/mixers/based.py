@@ -7,21 +7,12 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..ops.linear_attn import taylor_feature_map
 from ..registry import register_mixer
 from ..validate import is_positive_int
 from .linear import KernelAttentionMixer
 
 __all__ = ["BasedAttention", "taylor_feature_map"]
-
-
-def taylor_feature_map(x: Tensor) -> Tensor:
-    """``phi(x) = [1, x / r^(1/4), vec(x x^T) / (sqrt(2) sqrt(r))]`` for ``x`` (..., r): ``phi(q) . phi(k) =
-    1 + z + z^2 / 2`` with ``z = q . k / sqrt(r)``, the exponential's second-order Taylor polynomial, which is
-    positive for every ``z`` (``((z + 1)^2 + 1) / 2``). (..., r) -> (..., 1 + r + r^2)."""
-    r = x.shape[-1]
-    first = x / r ** 0.25
-    second = (first[..., :, None] * first[..., None, :]).flatten(-2) / math.sqrt(2)
-    return torch.cat([torch.ones_like(x[..., :1]), first, second], dim=-1)
 
 
 @register_mixer(

@@ -101,14 +101,15 @@ class CosFormer(KernelAttentionMixer):
             real = torch.full_like(real, self.max_len)
         return pos, real
 
-    def _step_features(self, q: Tensor, k: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor, None]:
-        """Decoding: position t from the state, horizon M = max_len."""
+    def _continued_features(self, q: Tensor, k: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor, None]:
+        """Decoding and prefill: positions ``t .. t + L - 1`` from the state, horizon M = max_len."""
         assert self.max_len is not None  # causal mixers have one
-        t = state["t"]
-        if int(t) >= self.max_len:
-            self._fail(f"cannot decode position {int(t)}: the re-weighting horizon is max_len={self.max_len}")
-        pos, horizon = t.view(1, 1), torch.full((1, 1), self.max_len, device=q.device)
-        both = cos_reweighted_features(torch.cat([q, k], dim=1)[:, :, None], pos, horizon)[:, :, 0]  # one call
+        t, n = int(state["t"]), q.shape[2]
+        if t + n > self.max_len:
+            self._fail(f"cannot decode position {t + n - 1}: the re-weighting horizon is max_len={self.max_len}")
+        pos = torch.arange(t, t + n, device=q.device)[None, :]
+        horizon = torch.full((1, 1), self.max_len, device=q.device)
+        both = cos_reweighted_features(torch.cat([q, k], dim=1), pos, horizon)  # one call
         phi_q, phi_k = both.split(q.shape[1], dim=1)
         return phi_q, phi_k, None
 

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from ..ops.kernel_attention import divide_away_from_zero, kernel_attention, with_ones
 from ..registry import register_mixer
 from ..validate import is_positive_int
+from .base import QKVMixer
 from .linear import LinearAttention
 
 
@@ -156,8 +157,8 @@ class WindowLinearAttention(LinearAttention):
                        state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """A prompt into a fresh state in one pass: the forward's outputs; its last ``w`` keys and values into the
         window's ring (token t at slot t mod w), every earlier one into the linear state."""
-        if int(state["t"]) != 0:
-            return super()._prefill_heads(q, k, v, state)
+        if int(state["t"]) != 0:  # a continuation: step by step (the ring holds tokens of the earlier calls)
+            return QKVMixer._prefill_heads(self, q, k, v, state)
         n, w = q.shape[2], self.window
         out = self._attend(q, k, v, None)
         window_k, window_v = state["window_k"].clone(), state["window_v"].clone()

@@ -10,13 +10,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ops.kernel_attention import (
+    causal_kernel_attention,
     divide_away_from_zero,
     kernel_attention,
     kernel_attention_reference,
     kernel_attention_step,
     kernel_attention_weights,
-    upcast_low_precision,
-    with_ones,
 )
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
@@ -73,7 +72,7 @@ class KernelAttentionMixer(QKVMixer):
     Subclasses provide ``_features(q, k, mask) -> (phi_q, phi_k, key_log_scale | None)``. Causal mixers
     decode step by step with a running ``sum phi(k_j) [v_j, 1]^T`` state (``sum phi(k_j) v_j^T`` when
     ``normalize=False``), O(F D) per token; a subclass whose features depend on the position or on earlier
-    keys overrides ``_step_features``. ``inner_dim`` and ``out_proj`` are :class:`QKVMixer`'s; ``normalize``
+    keys overrides ``_continued_features``. ``inner_dim`` and ``out_proj`` are :class:`QKVMixer`'s; ``normalize``
     and ``eps`` are :func:`~tokenmix.ops.kernel_attention.kernel_attention`'s (``eps=None``: 1e-6, and only
     with ``normalize=True``).
     """
@@ -105,17 +104,19 @@ class KernelAttentionMixer(QKVMixer):
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
         raise NotImplementedError
 
-    def _step_features(self, q: Tensor, k: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Features of the new position (q, k: (B, H, D)) given the decoding state; position-free default."""
-        phi_q, phi_k, _ = self._features(q[:, :, None], k[:, :, None], None)
-        return phi_q[:, :, 0], phi_k[:, :, 0], None
+    def _continued_features(self, q: Tensor, k: Tensor,
+                            state: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Features of the positions that continue the decoding state (q, k: (B, H, L, D)); the log-scales, where
+        the mechanism has them, continue the state's. Position-free default."""
+        return self._features(q, k, None)
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         return {"t": torch.zeros((), dtype=torch.long, device=device)}
 
     def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
                     state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        phi_q, phi_k, log_scale = self._step_features(q, k, state)
+        phi_q, phi_k, log_scale = (None if f is None else f[:, :, 0]
+                                   for f in self._continued_features(q[:, :, None], k[:, :, None], state))
         if self.rotary:
             return self._rotary_step(phi_q, phi_k, v, state)
         out, kv = kernel_attention_step(phi_q, phi_k, v, state.get("kv"), log_scale=log_scale,
@@ -128,19 +129,21 @@ class KernelAttentionMixer(QKVMixer):
 
     def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
                        state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """A prompt into a fresh state in one pass: the causal forward for the outputs and ``sum_j phi(k_j) [v_j,
-        1]^T`` for the state (features without log-scales and without rotary positions; else step by step)."""
-        if self.rotary or "kv" in state or int(state["t"]) != 0:
-            return super()._prefill_heads(q, k, v, state)
-        phi_q, phi_k, log_scale = self._features(q, k, None)
+        """L positions continuing the state in one chunked pass
+        (:func:`~tokenmix.ops.kernel_attention.causal_kernel_attention` from the state's ``kv``): what L steps
+        give."""
+        phi_q, phi_k, log_scale = self._continued_features(q, k, state)
+        if self.rotary:
+            return self._rotary_prefill(phi_q, phi_k, v, state)
+        out, kv = causal_kernel_attention(
+            phi_q, phi_k, v, initial_state=state.get("kv"),
+            initial_log_scale=state.get("log_scale") if log_scale is not None and "kv" in state else None,
+            output_final_state=True, key_log_scale=log_scale, chunk_size=self.chunk_size, eps=self.eps,
+            normalize=self.normalize)
+        new_state = {"t": state["t"] + q.shape[2], "kv": kv}
         if log_scale is not None:
-            return super()._prefill_heads(q, k, v, state)
-        out = kernel_attention(phi_q, phi_k, v, causal=True, chunk_size=self.chunk_size, eps=self.eps,
-                               normalize=self.normalize)
-        keys, values = upcast_low_precision(phi_k, v)
-        if self.normalize:
-            values = with_ones(values)
-        return out, {"t": state["t"] + q.shape[2], "kv": keys.transpose(-2, -1) @ values}
+            new_state["log_scale"] = log_scale[..., -1]
+        return out, new_state
 
     def _rotary_step(self, phi_q: Tensor, phi_k: Tensor, v: Tensor,
                      state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
@@ -153,8 +156,21 @@ class KernelAttentionMixer(QKVMixer):
         den, z = kernel_attention_step(phi_q, phi_k, ones, state.get("z"), normalize=False)
         return divide_away_from_zero(num, den, self.eps), {"t": state["t"] + 1, "kv": kv, "z": z}
 
-    def _rotated(self, phi_q: Tensor, phi_k: Tensor) -> tuple[Tensor, Tensor]:
-        cos, sin = rotary_angles(torch.arange(phi_q.shape[2], device=phi_q.device), phi_q.shape[-1])
+    def _rotary_prefill(self, phi_q: Tensor, phi_k: Tensor, v: Tensor,
+                        state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """:meth:`_rotary_step` for L positions at once: the numerator and the normaliser each one chunked pass
+        from their states, rotated by the positions ``t .. t + L - 1``."""
+        rq, rk = self._rotated(phi_q, phi_k, start=state["t"])
+        options = dict(output_final_state=True, chunk_size=self.chunk_size, normalize=False)
+        num, kv = causal_kernel_attention(rq, rk, v, initial_state=state.get("kv"), **options)
+        den, z = causal_kernel_attention(phi_q, phi_k, v.new_ones(*v.shape[:-1], 1), initial_state=state.get("z"),
+                                         **options)
+        return (divide_away_from_zero(num, den, self.eps),
+                {"t": state["t"] + phi_q.shape[2], "kv": kv, "z": z})
+
+    def _rotated(self, phi_q: Tensor, phi_k: Tensor, start: Tensor | int = 0) -> tuple[Tensor, Tensor]:
+        positions = torch.arange(phi_q.shape[2], device=phi_q.device) + start
+        cos, sin = rotary_angles(positions, phi_q.shape[-1])
         return rotate(phi_q, cos, sin), rotate(phi_k, cos, sin)
 
     def _rotary_attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, attention: Any) -> Tensor:

@@ -134,14 +134,16 @@ class Performer(KernelAttentionMixer):
         uq = self._exponents(q)
         return torch.exp(uq - uq.detach().amax(dim=-1, keepdim=True)) / math.sqrt(self.nb_features)
 
-    def _step_features(self, q: Tensor, k: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-        """Decoding: the key log-scale is the running max of the exponents, carried in the state."""
+    def _continued_features(self, q: Tensor, k: Tensor,
+                            state: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """Decoding and prefill: the key log-scale is the running max of the exponents, continuing the state's."""
         if q.dtype in _LOW_PRECISION:
             q, k = q.float(), k.float()
         uk = self._exponents(k)
-        newest = uk.detach().amax(dim=-1)  # (B, H)
+        s = torch.cummax(uk.detach().amax(dim=-1), dim=-1).values  # (B, H, L)
         previous = state.get("log_scale")
-        s = newest if previous is None else torch.maximum(previous, newest)
+        if previous is not None:
+            s = torch.maximum(s, previous[..., None])
         return self._query_features(q), torch.exp(uk - s[..., None]) / math.sqrt(self.nb_features), s
 
     def _features(self, q: Tensor, k: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:

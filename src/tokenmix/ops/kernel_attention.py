@@ -37,9 +37,9 @@ from torch import Tensor
 
 from ..validate import is_positive_int
 
-__all__ = ["kernel_attention", "kernel_attention_reference", "kernel_attention_weights", "kernel_attention_step",
-           "divide_away_from_zero", "auto_chunk_size", "upcast_low_precision", "rescaled_prefix_states",
-           "rescaled_prefix_states_reference"]
+__all__ = ["kernel_attention", "causal_kernel_attention", "kernel_attention_reference", "kernel_attention_weights",
+           "kernel_attention_step", "divide_away_from_zero", "auto_chunk_size", "upcast_low_precision",
+           "rescaled_prefix_states", "rescaled_prefix_states_reference"]
 
 
 def auto_chunk_size(n: int, feature_dim: int, value_dim: int) -> int:
@@ -113,26 +113,79 @@ def kernel_attention(
         eps: added to the denominator, away from zero.
         normalize: divide by ``sum_j w_ij`` (default); False gives the bare ``sum_j w_ij v_j``.
 
-    Returns: (B, H, N, D) in the dtype of ``v``.
+    Returns: (B, H, N, D) in the dtype of ``v``. :func:`causal_kernel_attention` is the causal form with a state
+    passed in and out.
     """
+    if causal:
+        return causal_kernel_attention(q, k, v, key_mask=key_mask, key_log_scale=key_log_scale,
+                                       chunk_size=chunk_size, eps=eps, normalize=normalize)[0]
     _check(q, k, v, key_mask, key_log_scale, normalize)
-    if key_log_scale is not None and not causal:
+    if key_log_scale is not None:
         raise ValueError("kernel_attention: key_log_scale is for the causal form only")
     out_dtype = v.dtype
     q, k, v = upcast_low_precision(q, k, v)
     if key_mask is not None:
         k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
     values = with_ones(v) if normalize else v
-    if not causal:
-        out = q @ (k.transpose(-2, -1) @ values)
-    else:
-        scale = None if key_log_scale is None else key_log_scale.to(q.dtype)
-        out = _causal_chunked(q, k, values, scale,
-                              chunk_size or auto_chunk_size(q.shape[2], q.shape[3], v.shape[3]))
+    out = q @ (k.transpose(-2, -1) @ values)
     return (_normalise(out, eps) if normalize else out).to(out_dtype)
 
 
-def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: int) -> Tensor:
+def causal_kernel_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    initial_state: Tensor | None = None,
+    initial_log_scale: Tensor | None = None,
+    output_final_state: bool = False,
+    key_mask: Tensor | None = None,
+    key_log_scale: Tensor | None = None,
+    chunk_size: int | None = None,
+    eps: float = 1e-6,
+    normalize: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """Causal :func:`kernel_attention` continuing from a state, and the state after it: what N calls of
+    :func:`kernel_attention_step` give, in the chunked form (prompts, a sequence cut anywhere).
+
+    The state is :func:`kernel_attention_step`'s: ``sum_j phi(k_j) [v_j, 1]^T`` (B, H, F, D + 1), or
+    ``sum_j phi(k_j) v_j^T`` (B, H, F, D) with ``normalize=False``, in float32 for low-precision inputs. With
+    log-scales the state is kept relative to the log-scale of its newest key: ``initial_log_scale`` (B, H) is the
+    initial state's (at most the first ``key_log_scale``), and the final state is relative to the last
+    ``key_log_scale``. Returns (output (B, H, N, D) in the dtype of ``v``, the final state or None).
+    """
+    _check(q, k, v, key_mask, key_log_scale, normalize)
+    if not isinstance(output_final_state, bool):
+        raise ValueError(f"causal_kernel_attention: output_final_state must be a bool, got {output_final_state!r}")
+    b, h, _, f = q.shape
+    width = v.shape[-1] + (1 if normalize else 0)
+    if initial_state is not None and tuple(initial_state.shape) != (b, h, f, width):
+        raise ValueError(f"causal_kernel_attention: initial_state must be (B, H, F, {'D + 1' if normalize else 'D'}) "
+                         f"= {(b, h, f, width)}, got {tuple(initial_state.shape)}")
+    if (initial_log_scale is not None) != (initial_state is not None and key_log_scale is not None):
+        raise ValueError("causal_kernel_attention: initial_log_scale goes with an initial_state and key_log_scale "
+                         "(the log-scale the initial state is relative to), and only with them")
+    if initial_log_scale is not None and tuple(initial_log_scale.shape) != (b, h):
+        raise ValueError(f"causal_kernel_attention: initial_log_scale must be (B, H) = {(b, h)}, got "
+                         f"{tuple(initial_log_scale.shape)}")
+    out_dtype = v.dtype
+    q, k, v = upcast_low_precision(q, k, v)
+    if key_mask is not None:
+        k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
+    values = with_ones(v) if normalize else v
+    state = None if initial_state is None else initial_state.to(q.dtype)
+    if q.shape[2] == 0:  # nothing to add: the state as it was
+        final = q.new_zeros(b, h, f, width) if state is None else state
+        return v.new_zeros(v.shape).to(out_dtype), (final if output_final_state else None)
+    start = None if initial_log_scale is None else initial_log_scale.to(q.dtype)
+    scale = None if key_log_scale is None else key_log_scale.to(q.dtype)
+    out, final = _causal_chunked(q, k, values, scale, chunk_size or auto_chunk_size(q.shape[2], f, v.shape[3]),
+                                 state, start, output_final_state)
+    return (_normalise(out, eps) if normalize else out).to(out_dtype), final
+
+
+def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: int, state: Tensor | None,
+                    start: Tensor | None, want_state: bool) -> tuple[Tensor, Tensor | None]:
     b, h, n, f = q.shape
     d = v.shape[-1]
     if not is_positive_int(chunk):
@@ -153,20 +206,28 @@ def _causal_chunked(q: Tensor, k: Tensor, v: Tensor, s: Tensor | None, chunk: in
         scores = scores * torch.exp((sc[..., None, :] - sc[..., :, None]).clamp(max=0.0))
     out = scores.tril_() @ vc  # within each chunk
     del scores
-    if c == 1:
-        return out.view(b, h, chunk, d)[:, :, :n]
-
-    if s is None:
+    final = None
+    if s is None and (c > 1 or state is not None or want_state):
         kv = (kc.transpose(-2, -1) @ vc).cumsum_(dim=2)  # inclusive prefix sums of the chunk states (b, h, c, F, D)
-        out[:, :, 1:] += qc[:, :, 1:] @ kv[:, :, :-1]  # chunk i sees the chunks before it
-    else:
+        if state is not None:
+            kv += state[:, :, None]
+            out[:, :, :1] += qc[:, :, :1] @ state[:, :, None]
+        if c > 1:
+            out[:, :, 1:] += qc[:, :, 1:] @ kv[:, :, :-1]  # chunk i sees the chunks before it
+        final = kv[:, :, -1]
+    elif s is not None:
         end = sc[..., -1]  # each chunk's state is kept relative to its last log-scale
         kv = (kc * torch.exp(sc - end[..., None])[..., None]).transpose(-2, -1) @ vc
         prefix = rescaled_prefix_states(kv, torch.exp(end[:, :, :-1] - end[:, :, 1:]))
-        previous_end = torch.cat([end[:, :, :1], end[:, :, :-1]], dim=2)  # chunk 0's (zero) state: any finite scale
+        first = end[:, :, :1] if start is None else start[..., None]  # chunk 0's state: zero, or the initial one
+        previous_end = torch.cat([first, end[:, :, :-1]], dim=2)
+        if state is not None:  # the initial state, brought to each chunk's scale (the rescalings telescope)
+            prefix = prefix + state[:, :, None] * torch.exp(first - previous_end)[..., None, None]
         decay = torch.exp((previous_end[..., None] - sc).clamp(max=0.0))[..., None]
         out += (qc @ prefix) * decay
-    return out.view(b, h, c * chunk, d)[:, :, :n]
+        if want_state:
+            final = prefix[:, :, -1] * torch.exp(previous_end[..., -1] - end[..., -1])[..., None, None] + kv[:, :, -1]
+    return out.view(b, h, c * chunk, d)[:, :, :n], (final if want_state else None)
 
 
 def rescaled_prefix_states(kv: Tensor, rescale: Tensor) -> Tensor:
