@@ -5,10 +5,10 @@ command) is a second installable, ``tokenmix-lab``, in the same namespace; impor
 from . import mixers, models  # noqa: F401  (mixers: registers the built-in mechanisms)
 from .models.hf_auto import load_converted, save_converted
 from .models.replace import decoding, replace_attention
-from .registry import MixerInfo, create_mixer, list_mixers, mixer_info, register_mixer
+from .registry import MixerInfo, create_heads, create_mixer, list_mixers, mixer_info, register_mixer
 from .conversion import linearize
 
 __version__ = "0.1.0"
-__all__ = ["MixerInfo", "create_mixer", "list_mixers", "mixer_info", "register_mixer", "replace_attention",
+__all__ = ["MixerInfo", "create_mixer", "create_heads", "list_mixers", "mixer_info", "register_mixer", "replace_attention",
            "linearize", "load_converted", "save_converted", "decoding",
            "__version__"]

@@ -6,13 +6,17 @@ through :func:`create_mixer`, and learns what it can do from :func:`mixer_info`.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import torch.nn as nn
 
-__all__ = ["MixerInfo", "register_mixer", "list_mixers", "mixer_info", "create_mixer"]
+__all__ = ["MixerInfo", "register_mixer", "list_mixers", "mixer_info", "create_mixer", "create_heads",
+           "building_projections"]
 
 # Arguments every mixer takes from create_mixer itself; everything else is a mechanism option.
 _COMMON_ARGS = ("dim", "num_heads", "causal", "max_len")
@@ -183,3 +187,45 @@ def create_mixer(
     if num_heads != 1 and not info.multihead:
         raise ValueError(f"mixer {name!r} has no heads; num_heads={num_heads} is unsupported (use 1)")
     return cls(dim, num_heads=num_heads, causal=causal, max_len=max_len, **options)
+
+
+_PROJECTIONS: ContextVar[bool] = ContextVar("tokenmix_projections", default=True)
+
+
+def building_projections() -> bool:
+    """Whether the Q/K/V mixer being built gets its projections: False only inside :func:`create_heads`."""
+    return _PROJECTIONS.get()
+
+
+@contextlib.contextmanager
+def _without_projections() -> Iterator[None]:
+    token = _PROJECTIONS.set(False)
+    try:
+        yield
+    finally:
+        _PROJECTIONS.reset(token)
+
+
+def create_heads(
+    name: str,
+    /,
+    *,
+    num_heads: int,
+    head_dim: int,
+    causal: bool = False,
+    max_len: int | None = None,
+    **options: Any,
+) -> nn.Module:
+    """The attention rule of the Q/K/V mechanism ``name`` without its projections (``W_Q``, ``W_K``, ``W_V``,
+    ``W_out``): what a host model with its own projections uses (Hugging Face models, ``linearize``). It holds only
+    the rule's own parameters (learned feature maps, gates of the rule, a window weight) and computes on per-head
+    tensors: ``attend_heads(q, k, v, mask)``, ``step_heads``, ``prefill_heads``, ``attention_weights_of_heads``.
+    Options as in :func:`create_mixer`; a mechanism that does not take Q, K and V (``mixer_info(name).qkv`` False)
+    raises ``ValueError`` naming it."""
+    info, _ = _lookup(name)
+    if not info.qkv or info.spatial:
+        raise ValueError(f"create_heads: mixer {name!r} does not compute on a host's Q, K and V (its "
+                         f"mixer_info(name).qkv is False{' and it is spatial' if info.spatial else ''})")
+    with _without_projections():
+        return create_mixer(name, num_heads * head_dim, num_heads=num_heads, causal=causal, max_len=max_len,
+                            **options)

@@ -13,6 +13,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 import tokenmix  # noqa: E402
+from tokenmix.models.hf import HFMechanism  # noqa: E402
 
 QKV = ["softmax", "linear", "performer", "cosformer", "kerformer", "efficient", "sparse_strided", "sparse_fixed"]
 CAUSAL_QKV = [name for name in QKV if name != "efficient"]
@@ -202,6 +203,8 @@ def test_the_mechanisms_parameters_belong_to_the_model():
     tokenmix.replace_attention(model, "kerformer")
     names = [n for n, _ in model.named_parameters() if ".tokenmix." in n]
     assert names and all("q_proj" not in n for n in names)  # SE-K's own weights, the model's projections kept
+    mechanisms = [m for m in model.modules() if isinstance(m, HFMechanism)]
+    assert mechanisms and not any(m.mixer.has_projections for m in mechanisms)  # built without, not stripped
     fresh = _model("bert")
     tokenmix.replace_attention(fresh, "kerformer")
     fresh.load_state_dict(model.state_dict())

@@ -299,3 +299,51 @@ def test_prefill_heads_gives_the_steps_outputs_and_state(name, monkeypatch):
         assert not calls, f"{name}: the prompt or its continuation went step by step"
     if name == "window_linear":
         assert not prompt_steps, "window_linear: the prompt went step by step"
+
+
+QKV_SEQUENCE = [n for n in sequence_mixers() if tokenmix.mixer_info(n).qkv]
+PROJECTIONS = ("q_proj.", "k_proj.", "v_proj.", "proj.")
+
+
+@pytest.mark.parametrize("name", QKV_SEQUENCE)
+def test_create_heads_is_the_mechanism_without_its_projections(name):
+    """create_heads builds no projection at all; its state is the whole mixer's minus the projections' (key for
+    key), and with the same rule parameters it computes what the mixer computes between its projections."""
+    info = tokenmix.mixer_info(name)
+    causal = not info.bidirectional
+    torch.manual_seed(11)
+    full = build(name, causal=causal)
+    heads = tokenmix.create_heads(name, num_heads=full.num_heads, head_dim=full.head_dim, causal=causal,
+                                  max_len=MAX_LEN).to(torch.float64).eval()
+    assert not heads.has_projections and full.has_projections
+    assert not any(key.startswith(PROJECTIONS) for key in heads.state_dict())
+    rule = {key: value for key, value in full.state_dict().items() if not key.startswith(PROJECTIONS)}
+    heads.load_state_dict(rule, strict=True)  # the same keys, no projection among them
+    g = torch.Generator().manual_seed(12)
+    q, k, v = (torch.randn(2, full.num_heads, 10, full.head_dim, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = lengths_mask([10, 6], 10)
+    torch.testing.assert_close(heads.attend_heads(q, k, v, mask), full.attend_heads(q, k, v, mask))
+    with pytest.raises(TypeError, match=f"{name}: built without projections"):
+        heads(torch.randn(2, 10, heads.dim, dtype=torch.float64))
+
+
+def test_create_heads_refuses_a_mechanism_without_q_k_v():
+    with pytest.raises(ValueError, match="create_heads: mixer 'mlp' does not compute on a host's Q, K and V"):
+        tokenmix.create_heads("mlp", num_heads=1, head_dim=8)
+    full = tokenmix.create_mixer("linear", 8, num_heads=2)  # a later build has its projections again
+    assert full.has_projections and full.q_proj is not None
+
+
+def test_substituted_attention_replaces_the_rule_inside_and_only_inside():
+    torch.manual_seed(13)
+    mixer = build("linear", causal=True)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    before = mixer(x)
+    with mixer.substituted_attention(lambda q, k, v, mask: v):  # attention that passes the values on
+        passed = mixer(x)
+        with pytest.raises(RuntimeError, match="linear: substituted_attention: a substitute is already in place"):
+            with mixer.substituted_attention(lambda q, k, v, mask: v):
+                pass
+    _, _, v = mixer.qkv_heads(x)
+    torch.testing.assert_close(passed, mixer.proj(v.transpose(1, 2).reshape(2, 7, 16)))
+    torch.testing.assert_close(mixer(x), before)

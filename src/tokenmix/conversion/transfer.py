@@ -60,13 +60,13 @@ class _Transfer:
         self.error: dict[str, list[float]] = {path: [] for path in mechanisms}
 
     def __enter__(self) -> "_Transfer":
+        self._stack = contextlib.ExitStack()
         for path, mixer in self.mechanisms.items():
-            mixer._attend = self._attend_for(path, mixer)  # the instance's _attend shadows the class's
+            self._stack.enter_context(mixer.substituted_attention(self._attend_for(path, mixer)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for mixer in self.mechanisms.values():
-            del mixer._attend
+        self._stack.close()
 
     def _attend_for(self, path: str, mixer: QKVMixer) -> Callable[..., Tensor]:
         def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
@@ -75,10 +75,10 @@ class _Transfer:
             real = torch.ones(q.shape[0], q.shape[-2], dtype=torch.bool, device=q.device) if mask is None else mask
             rows = real[:, None, :].expand(q.shape[0], q.shape[1], q.shape[-2])  # (B, H, N) real queries
             if self.loss != "outputs":  # the student's weights: the loss of "weights", or the measured KL
-                w_s = mixer._attention_weights(q, k, mask)
+                w_s = mixer.attention_weights_of_heads(q, k, mask)
                 cross_entropy = -(w_t * torch.log(w_s.clamp_min(1e-12))).sum(-1)
             if self.loss != "weights":  # the student's outputs: the loss of "outputs", or the measured error
-                out_s = type(mixer)._attend(mixer, q, k, v, mask)
+                out_s = mixer._attend(q, k, v, mask)  # its own rule, not the substitute
                 diff = (out_s - out_t).transpose(1, 2)[real]  # (real tokens, H, D)
             if self.loss == "weights":
                 self.losses.append(cross_entropy[rows].mean())

@@ -13,13 +13,15 @@ adds the mixer's output to its input (a residual) needs ``mixer.out_dim == dim``
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..registry import MixerInfo
+from ..registry import MixerInfo, building_projections
 from ..validate import is_positive_int as _positive_int
 
 __all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads", "rms_norm"]
@@ -251,6 +253,11 @@ class QKVMixer(Mixer):
                          out_dim=None if out_proj else (dim if inner_dim is None else inner_dim))
         inner = self.inner_dim
         self.out_proj = out_proj
+        self.has_projections = building_projections()  # False: built by tokenmix.create_heads for a host's Q, K, V
+        self._substitute: Callable[..., Tensor] | None = None
+        if not self.has_projections:
+            self.q_proj = self.k_proj = self.v_proj = self.proj = None
+            return
         # Separate matrices, as the papers write them, so that per-matrix initialisations (Glorot in Yamada et al.
         # (2022), N(0, 0.01) in Chen (2023)) mean what they say.
         self.q_proj = nn.Linear(dim, inner, bias=bias)
@@ -260,7 +267,36 @@ class QKVMixer(Mixer):
 
     def qkv_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V of ``x`` (B, N, dim), each split into heads: (B, H, N, head_dim)."""
+        if not self.has_projections:
+            self._fail("built without projections (tokenmix.create_heads), it takes per-head tensors: call "
+                       "attend_heads, step_heads or prefill_heads with a host's own Q, K and V", TypeError)
         return tuple(split_heads(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
+
+    def attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The attention rule on per-head tensors q, k, v (B, H, N, D), mask (B, N) or None: (B, H, N, D). What the
+        mixer's forward computes between its projections, and what a host model with its own projections calls;
+        inside :meth:`substituted_attention`, the substitute's output."""
+        if self._substitute is not None:
+            return self._substitute(q, k, v, mask)
+        return self._attend(q, k, v, mask)
+
+    def attention_weights_of_heads(self, q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The (B, H, N, N) attention matrix on per-head q, k (see :meth:`attention_weights`)."""
+        return self._attention_weights(q, k, mask)
+
+    @contextlib.contextmanager
+    def substituted_attention(self, substitute: Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]
+                              ) -> Iterator[None]:
+        """Within it, :meth:`attend_heads` returns ``substitute(q, k, v, mask)`` instead of this mechanism's output
+        (the mechanism's own rule stays callable as ``_attend``): how attention transfer passes a softmax teacher's
+        output on while the mechanism learns beside it."""
+        if self._substitute is not None:
+            self._fail("substituted_attention: a substitute is already in place", RuntimeError)
+        self._substitute = substitute
+        try:
+            yield
+        finally:
+            self._substitute = None
 
     def _output(self, heads: Tensor) -> Tensor:
         """The concatenated heads (..., inner_dim) through ``W_out``, or as they are when ``out_proj=False``."""
@@ -268,7 +304,7 @@ class QKVMixer(Mixer):
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         q, k, v = self.qkv_heads(x)
-        return self._output(merge_heads(self._attend(q, k, v, mask)))
+        return self._output(merge_heads(self.attend_heads(q, k, v, mask)))
 
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
         q, k, v = self.qkv_heads(x)

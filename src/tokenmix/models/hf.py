@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..mixers.base import QKVMixer
-from ..registry import create_mixer, mixer_info
+from ..registry import create_heads, mixer_info
 from .hf_checks import (
     attention_dropout,
     calls_attention_interface,
@@ -81,7 +81,7 @@ def is_hf_model(model: nn.Module) -> bool:
 class HFMechanism(nn.Module):
     """The per-head rule of a Q/K/V mechanism, called by a ``transformers`` attention module with its own Q, K, V
     (B, H, N, D); returns its output as ``(B, N, H, D)``, as the library's attention functions do. Built by
-    :func:`replace_hf_attention`; ``mixer`` is the mechanism without projections (its ``_attend`` only)."""
+    :func:`replace_hf_attention`; ``mixer`` is the mechanism without projections (:func:`tokenmix.create_heads`)."""
 
     def __init__(self, mixer: QKVMixer, *, path: str, head_dim: int, ignore_dropout: bool) -> None:
         super().__init__()
@@ -138,10 +138,11 @@ class HFMechanism(nn.Module):
                 self._fail(f"queries ({q_len}) and keys ({kv_len}) differ in length; only a causal mechanism "
                            f"decodes with a key/value cache")
             query = torch.cat([query.new_zeros(*query.shape[:2], kv_len - q_len, query.shape[3]), query], dim=2)
-        out = self.mixer._attend(query, key, value, mask)[:, :, kv_len - q_len:]
+        out = self.mixer.attend_heads(query, key, value, mask)[:, :, kv_len - q_len:]
         if mask is not None:
             out = out.masked_fill(~mask[:, None, kv_len - q_len:, None], 0.0)
-        weights = self.mixer._attention_weights(query, key, mask)[:, :, kv_len - q_len:] if weights_wanted else None
+        weights = (self.mixer.attention_weights_of_heads(query, key, mask)[:, :, kv_len - q_len:] if weights_wanted
+                   else None)
         return out.transpose(1, 2).contiguous(), weights
 
     def _scaled(self, query: Tensor, scaling: float | None) -> Tensor:
@@ -399,13 +400,11 @@ def _mechanism(module: nn.Module, path: str, name: str, max_len: int | None, ign
     config = module.config
     heads = config.num_attention_heads
     head_dim = head_dim_of(module, config)
-    try:
-        mixer = create_mixer(name, heads * head_dim, num_heads=heads, causal=bool(getattr(module, "is_causal", False)),
+    try:  # the rule alone: the model's own projections stay in use
+        mixer = create_heads(name, num_heads=heads, head_dim=head_dim, causal=bool(getattr(module, "is_causal", False)),
                              max_len=max_len, **options)
     except (ValueError, TypeError, NotImplementedError) as error:
         raise ValueError(f"replace_attention: {path}: {error}") from error
-    for projection in ("q_proj", "k_proj", "v_proj", "proj"):  # the model's own projections stay in use
-        setattr(mixer, projection, None)
     weight = next((p for p in module.parameters()), None)
     if weight is not None:
         mixer.to(device=weight.device, dtype=weight.dtype)
