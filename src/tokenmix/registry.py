@@ -50,6 +50,9 @@ class MixerInfo:
             host model's own Q/K/V projections (PyTorch's ``in_proj``, a Hugging Face attention's) can feed it.
         weights: it forms the N x N attention weights, so a host asking for them (``need_weights``,
             ``output_attentions``) can have them (``softmax``).
+        hidden: its rule takes a host's own queries, keys and values too, and computes its gates (writing strengths,
+            decays, output gates) from the hidden states they were projected from: ``attend_heads(q, k, v, mask,
+            hidden=x)`` (DeltaNet, Gated DeltaNet); a Hugging Face attention module can feed it.
     """
 
     name: str
@@ -68,6 +71,7 @@ class MixerInfo:
     residual: bool = False
     qkv: bool = False
     weights: bool = False
+    hidden: bool = False
 
     def supports(self, *, causal: bool) -> bool:
         """Whether the mechanism can run in the given mode (causal, or bidirectional)."""
@@ -138,6 +142,7 @@ def register_mixer(
             options=options,
             residual=residual,
             qkv=bool(getattr(cls, "takes_qkv", False)),  # QKVMixer sets it; the registry imports no mixer
+            hidden=bool(getattr(cls, "takes_hidden", False)),
             weights=bool(getattr(cls, "forms_attention_matrix", False)),
         )
         cls.info = info
@@ -220,10 +225,11 @@ def create_heads(
     ``W_out``): what a host model with its own projections uses (Hugging Face models, ``linearize``). It holds only
     the rule's own parameters (learned feature maps, gates of the rule, a window weight) and computes on per-head
     tensors: ``attend_heads(q, k, v, mask)``, ``step_heads``, ``prefill_heads``, ``attention_weights_of_heads``.
-    Options as in :func:`create_mixer`; a mechanism that does not take Q, K and V (``mixer_info(name).qkv`` False)
-    raises ``ValueError`` naming it."""
+    A mechanism with gates (``mixer_info(name).hidden``) keeps the projections of its gates and takes the hidden
+    states as well (``attend_heads(q, k, v, mask, hidden=x)``). Options as in :func:`create_mixer`; a mechanism that
+    does not take Q, K and V raises ``ValueError`` naming it."""
     info, _ = _lookup(name)
-    if not info.qkv or info.spatial:
+    if not (info.qkv or info.hidden) or info.spatial:
         raise ValueError(f"create_heads: mixer {name!r} does not compute on a host's Q, K and V (its "
                          f"mixer_info(name).qkv is False{' and it is spatial' if info.spatial else ''})")
     with _without_projections():

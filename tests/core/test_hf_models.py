@@ -6,6 +6,7 @@ refused by name."""
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -472,8 +473,8 @@ def test_a_kernel_mechanisms_decoding_state_stays_the_same_size():
 def test_a_causal_only_mechanism_without_q_k_v_is_refused_as_such():
     """The refusal names what is missing (the model's own Q/K/V), not a causal= the Hugging Face path never takes."""
     model = _model("gpt2")
-    with pytest.raises(ValueError, match="'gated_deltanet' is not a Q/K/V mechanism"):
-        tokenmix.replace_attention(model, "gated_deltanet")
+    with pytest.raises(ValueError, match="'gla' is not a Q/K/V mechanism"):
+        tokenmix.replace_attention(model, "gla")
 
 
 def _left_padded() -> tuple[torch.Tensor, torch.Tensor]:
@@ -485,7 +486,7 @@ def _left_padded() -> tuple[torch.Tensor, torch.Tensor]:
     return ids.masked_fill(mask == 0, 0), mask
 
 
-@pytest.mark.parametrize("name", CAUSAL_QKV)
+@pytest.mark.parametrize("name", CAUSAL_QKV + ["deltanet", "gated_deltanet"])
 def test_plain_generate_decodes_from_the_recurrent_state(name):
     """No context to open: generate on a replaced causal model runs from the mechanisms' states (no keys or values
     kept), left-padded batches and beam search included, and gives what recomputing every prefix gives."""
@@ -536,3 +537,103 @@ def test_a_converted_model_copies_and_pickles(tmp_path):
     ids = torch.randint(2, VOCAB, (1, N))
     for again in (copy.deepcopy(model), torch.load(tmp_path / "model.pt", weights_only=False)):
         assert type(again) is type(model) and torch.equal(again(ids).logits, model(ids).logits)
+
+
+GATED = ["deltanet", "gated_deltanet"]  # MixerInfo.hidden: the gates read the module's hidden states
+
+
+@pytest.mark.parametrize("name", GATED)
+@pytest.mark.parametrize("family", sorted(CAUSAL))
+def test_a_gated_mechanism_trains_on_the_models_own_q_k_v_without_leaking(family, name):
+    """The model's projections feed the rule; the gates (beta, the decay, the output gate) are new projections of
+    the module's hidden states, created as the paper initialises them; nothing later reaches an earlier position."""
+    model = _model(family)
+    assert tokenmix.replace_attention(model, name) == 2
+    mechanism = next(m for m in model.modules() if isinstance(m, HFMechanism))
+    own = {n for n, _ in mechanism.named_parameters()}
+    assert "mixer.b_proj.weight" in own and not any(n.startswith(("mixer.q_proj", "mixer.proj")) for n in own)
+    inputs, real = _batch(family)
+    inputs["labels"] = inputs["input_ids"].masked_fill(~real, -100)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(6):
+        loss = model(**inputs).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+    ids = torch.randint(2, VOCAB, (2, N))
+    embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+    model(inputs_embeds=embeds).logits[:, 4].sum().backward()
+    assert embeds.grad[:, 5:].abs().max() == 0 and embeds.grad[:, :5].abs().max() > 0
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_a_gated_mechanism_computes_the_full_mixers_rule_on_the_modules_input(name):
+    """Inside the model, the attention module's output is its own projections around the rule, the gates read from
+    the module's input; with the same gates, that rule is the whole mixer's between its projections."""
+    model = _model("gpt2").eval()
+    tokenmix.replace_attention(model, name)
+    attn = model.transformer.h[1].attn
+    seen = {}
+    attn.register_forward_hook(lambda module, args, kwargs, out: seen.update(x=args[0] if args else
+                                                                              kwargs["hidden_states"], out=out[0]),
+                               with_kwargs=True)
+    model(torch.randint(2, VOCAB, (2, N)))
+    x = seen["x"]
+    heads = [t.view(2, N, 4, 8).transpose(1, 2) for t in attn.c_attn(x).split(32, dim=2)]
+    out = attn.tokenmix.mixer.attend_heads(*heads, hidden=x)
+    assert torch.allclose(attn.c_proj(out.transpose(1, 2).reshape(2, N, 32)), seen["out"], atol=1e-6)
+    assert not torch.allclose(attn.tokenmix.mixer.attend_heads(*heads, hidden=torch.zeros_like(x)), out, atol=1e-3)
+    full = tokenmix.create_mixer(name, 32, num_heads=4, causal=True).eval()
+    full.load_state_dict({**full.state_dict(), **attn.tokenmix.mixer.state_dict()})
+    heads = [full._heads(p(x)).transpose(1, 2) for p in (full.q_proj, full.k_proj, full.v_proj)]
+    out = attn.tokenmix.mixer.attend_heads(*heads, hidden=x)
+    assert torch.allclose(full.proj(out.transpose(1, 2).reshape(2, N, 32)), full(x), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_a_gated_mechanism_decodes_from_its_state_as_recomputation(name):
+    """tokenmix.decoding from the (K, V) state per head gives what recomputing every prefix gives (plain generate:
+    test_plain_generate_decodes_from_the_recurrent_state); the padding's content does not reach the real
+    positions."""
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, name)
+    ids, mask = _left_padded()
+    prompt = torch.randint(2, VOCAB, (2, 5))
+    without = model.generate(prompt, max_new_tokens=6, do_sample=False, use_cache=False)
+    with torch.no_grad(), tokenmix.decoding(model) as cache:
+        assert torch.equal(model.generate(prompt, max_new_tokens=6, do_sample=False, past_key_values=cache), without)
+    real = mask.bool()
+    before = model(ids, attention_mask=mask).logits
+    after = model(ids.masked_fill(~real, 7), attention_mask=mask).logits
+    assert torch.allclose(before[real], after[real], atol=1e-6)
+
+
+def test_a_gated_mechanism_refuses_a_key_value_cache_by_module():
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, "gated_deltanet")
+    ids = torch.randint(2, VOCAB, (1, 6))
+    out = model(ids[:, :5], use_cache=True, past_key_values=transformers.DynamicCache(config=model.config))
+    with pytest.raises(ValueError, match=r"model.layers.0.self_attn .*gates need every position's hidden states"):
+        model(ids[:, 5:], past_key_values=out.past_key_values)
+    with pytest.raises(ValueError, match=r"'gated_deltanet' .*causal only|causal=False is unsupported"):
+        tokenmix.replace_attention(_model("bert"), "gated_deltanet")
+
+
+def test_a_gated_model_round_trips_and_copies(tmp_path):
+    """Its gates and the hooks that feed them come back: from_pretrained, load_converted and a deep copy give the
+    same logits."""
+    torch.manual_seed(0)
+    model = _model("llama").eval()
+    tokenmix.replace_attention(model, "gated_deltanet")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    ids = torch.randint(2, VOCAB, (2, N))
+    want = model(ids).logits
+    for loaded in (transformers.AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True),
+                   tokenmix.load_converted(str(tmp_path)), copy.deepcopy(model)):
+        assert torch.equal(loaded.eval()(ids).logits, want)

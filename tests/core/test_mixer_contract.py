@@ -347,3 +347,34 @@ def test_substituted_attention_replaces_the_rule_inside_and_only_inside():
     _, _, v = mixer.qkv_heads(x)
     torch.testing.assert_close(passed, mixer.proj(v.transpose(1, 2).reshape(2, 7, 16)))
     torch.testing.assert_close(mixer(x), before)
+
+
+HIDDEN_SEQUENCE = [n for n in sequence_mixers() if tokenmix.mixer_info(n).hidden]
+
+
+@pytest.mark.parametrize("name", HIDDEN_SEQUENCE)
+def test_create_heads_keeps_a_gated_mechanisms_gates_and_computes_its_rule(name):
+    """A mechanism whose gates read the hidden states: create_heads keeps the gates' projections and drops W_Q, W_K,
+    W_V, W_out; on the full mixer's own projected heads and hidden states it gives the heads the mixer's W_out
+    takes, and step by step (step_heads) the same as one pass; padded positions write nothing."""
+    torch.manual_seed(14)
+    full = build(name, causal=True)
+    heads = tokenmix.create_heads(name, num_heads=full.num_heads, head_dim=full.head_dim, causal=True,
+                                  max_len=MAX_LEN).to(torch.float64).eval()
+    rule = {key: value for key, value in full.state_dict().items() if not key.startswith(PROJECTIONS)}
+    assert rule and set(heads.state_dict()) == set(rule)
+    heads.load_state_dict(rule)
+    x = torch.randn(2, 9, full.dim, dtype=torch.float64)
+    q, k, v = (full._heads(p(x)).transpose(1, 2) for p in (full.q_proj, full.k_proj, full.v_proj))
+    out = heads.attend_heads(q, k, v, hidden=x)
+    torch.testing.assert_close(full.proj(out.transpose(1, 2).reshape(2, 9, full.dim)), full(x))
+    state, steps = heads.init_state(2, dtype=torch.float64), []
+    for t in range(9):
+        y, state = heads.step_heads(q[:, :, t], k[:, :, t], v[:, :, t], state, hidden=x[:, t])
+        steps.append(y)
+    torch.testing.assert_close(torch.stack(steps, dim=2), out)
+    mask = lengths_mask([9, 5], 9)
+    padded = heads.attend_heads(q, k, v.masked_fill(~mask[:, None, :, None], 9.0), mask, hidden=x)
+    torch.testing.assert_close(padded[1, :, :5], out[1, :, :5])
+    with pytest.raises(ValueError, match=rf"{name}: hidden must be the host's hidden states"):
+        heads.attend_heads(q, k, v, hidden=x[:, :4])

@@ -138,12 +138,27 @@ class HFMechanism(nn.Module):
                 self._fail(f"queries ({q_len}) and keys ({kv_len}) differ in length; only a causal mechanism "
                            f"decodes with a key/value cache")
             query = torch.cat([query.new_zeros(*query.shape[:2], kv_len - q_len, query.shape[3]), query], dim=2)
-        out = self.mixer.attend_heads(query, key, value, mask)[:, :, kv_len - q_len:]
+        if self.mixer.info.hidden and q_len != kv_len:
+            self._fail("decoding with a key/value cache: the mechanism's gates need every position's hidden states; "
+                       "decode from its recurrent state (generate() does, or call inside tokenmix.decoding(model))")
+        out = self.mixer.attend_heads(query, key, value, mask, **self._gates(q_len))[:, :, kv_len - q_len:]
         if mask is not None:
             out = out.masked_fill(~mask[:, None, kv_len - q_len:, None], 0.0)
         weights = (self.mixer.attention_weights_of_heads(query, key, mask)[:, :, kv_len - q_len:] if weights_wanted
                    else None)
         return out.transpose(1, 2).contiguous(), weights
+
+    hidden: Tensor | None = None  # the module's input while it runs, for a mechanism with gates (MixerInfo.hidden)
+
+    def _gates(self, length: int) -> dict[str, Tensor]:
+        """``hidden=`` for a mechanism whose gates read the hidden states (B, L, dim); nothing for the others."""
+        if not self.mixer.info.hidden:
+            return {}
+        hidden = self.hidden
+        if not isinstance(hidden, Tensor) or hidden.dim() != 3 or hidden.shape[1] != length:
+            self._fail("the mechanism's gates read the module's hidden states (B, L, dim), and the module was not "
+                       "called with them (as its first argument or hidden_states=)")
+        return {"hidden": hidden}
 
     def _scaled(self, query: Tensor, scaling: float | None) -> Tensor:
         """The model's score scale folded into the queries: the mechanism divides by sqrt(head_dim) itself."""
@@ -159,12 +174,14 @@ class HFMechanism(nn.Module):
                        "cache it gives (generate(..., past_key_values=cache))")
         if self.decoding_state is None:
             self.decoding_state = self.mixer.init_state(query.shape[0], device=query.device, dtype=query.dtype)
+        gates = self._gates(query.shape[2])
         if query.shape[2] > 1 and mask is None:  # a prompt: in one pass where the mechanism has one
-            out, self.decoding_state = self.mixer.prefill_heads(query, key, value, self.decoding_state)
+            out, self.decoding_state = self.mixer.prefill_heads(query, key, value, self.decoding_state, **gates)
             return out.transpose(1, 2), None
         outputs = []
         for t in range(query.shape[2]):
-            out, state = self.mixer.step_heads(query[:, :, t], key[:, :, t], value[:, :, t], self.decoding_state)
+            out, state = self.mixer.step_heads(query[:, :, t], key[:, :, t], value[:, :, t], self.decoding_state,
+                                               **{name: x[:, t] for name, x in gates.items()})
             if mask is not None:
                 real = mask[:, t]
                 state = self._keep_padded_rows(real, state, self.decoding_state)
@@ -340,7 +357,7 @@ def replace_hf_attention(model: nn.Module, name: str, *, max_len: int | None, ig
     the library's attention interface an :class:`HFMechanism` for ``name`` (causal where the module is), and switch
     the model to the ``"tokenmix"`` attention and mask functions; return how many modules were given one."""
     info = mixer_info(name)
-    if info.spatial or not info.qkv:
+    if info.spatial or not (info.qkv or info.hidden):
         raise ValueError(f"replace_attention: {name!r} is not a Q/K/V mechanism; in a Hugging Face model only the "
                          f"attention rule between the model's own queries, keys and values is replaced (mechanisms: "
                          f"{', '.join(_qkv_mechanisms())})")
@@ -408,11 +425,28 @@ def _mechanism(module: nn.Module, path: str, name: str, max_len: int | None, ign
     weight = next((p for p in module.parameters()), None)
     if weight is not None:
         mixer.to(device=weight.device, dtype=weight.dtype)
+    if mixer.info.hidden:  # its gates read the hidden states the module projects Q, K, V from
+        module.register_forward_pre_hook(_keep_hidden_states, with_kwargs=True)
+        module.register_forward_hook(_drop_hidden_states)
     return HFMechanism(mixer, path=path, head_dim=head_dim, ignore_dropout=ignore_dropout)
+
+
+def _keep_hidden_states(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+    """Before the attention module runs: its input, the hidden states, for the gates of its mechanism."""
+    mechanism = getattr(module, "tokenmix", None)
+    if isinstance(mechanism, HFMechanism):
+        mechanism.hidden = kwargs.get("hidden_states", args[0] if args else None)
+
+
+def _drop_hidden_states(module: nn.Module, args: tuple, output: Any) -> None:
+    mechanism = getattr(module, "tokenmix", None)
+    if isinstance(mechanism, HFMechanism):
+        mechanism.hidden = None
 
 
 def _qkv_mechanisms() -> list[str]:
     """The registered mechanisms a host's own queries, keys and values can feed (``MixerInfo.qkv``)."""
     from ..registry import list_mixers
 
-    return [name for name in list_mixers() if mixer_info(name).qkv and not mixer_info(name).spatial]
+    return [name for name in list_mixers()
+            if (mixer_info(name).qkv or mixer_info(name).hidden) and not mixer_info(name).spatial]

@@ -21,9 +21,10 @@ def state_grows(mixer: QKVMixer) -> bool:
     like = next((t for t in [*mixer.parameters(), *mixer.buffers()] if t.is_floating_point()), torch.zeros(()))
     zeros = torch.zeros(1, getattr(mixer, "num_heads", 1), mixer.head_dim, device=like.device, dtype=like.dtype)
     state = mixer.init_state(1, device=like.device, dtype=like.dtype)
+    gates = {"hidden": torch.zeros(1, mixer.dim, device=like.device, dtype=like.dtype)} if mixer.info.hidden else {}
     shapes = []
     for _ in range(2):
-        _, state = mixer.step_heads(zeros, zeros, zeros, state)
+        _, state = mixer.step_heads(zeros, zeros, zeros, state, **gates)
         shapes.append({name: tuple(value.shape) for name, value in state.items()})
     return shapes[0] != shapes[1]
 
