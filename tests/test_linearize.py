@@ -96,11 +96,48 @@ def test_a_hugging_face_model_is_linearized_and_fine_tuned():
     assert model.generate(data[0]["input_ids"][:1, :4], max_new_tokens=3, do_sample=False).shape == (1, 7)
 
 
+def _gpt2_and_data(seed: int = 0):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(vocab_size=30, n_embd=32, n_layer=2, n_head=4, n_positions=32, attn_pdrop=0.0,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(config)
+    model.set_attn_implementation("eager")
+    g = torch.Generator().manual_seed(seed + 1)
+    return model, [{"input_ids": (ids := torch.randint(1, 30, (4, 16), generator=g)), "labels": ids}
+                   for _ in range(3)]
+
+
+@pytest.mark.parametrize("name", ["deltanet", "gated_deltanet"])
+def test_a_delta_rule_target_fits_its_gates_to_the_softmax_outputs(name):
+    """LoLCATs' transfer to a gated mechanism: only its gates and output norm move (the model's own projections stay
+    as they were), each layer's output gap narrows; during the transfer the teacher's outputs pass on, so the
+    model computes what the softmax model did; Hedgehog's loss on weights and a feature_dim are refused."""
+    original, data = _gpt2_and_data()
+    model, swapped_only = copy.deepcopy(original), copy.deepcopy(original)
+    tokenmix.linearize(swapped_only, name, method="lolcats", data=data, transfer_steps=0, progress=False)
+    with torch.no_grad(), attention_transfer(swapped_only):
+        torch.testing.assert_close(swapped_only(data[0]["input_ids"]).logits, original(data[0]["input_ids"]).logits,
+                                   rtol=1e-5, atol=1e-5)
+    report = tokenmix.linearize(model, name, method="lolcats", data=data, transfer_steps=40, progress=False)
+    assert report.replaced == 2 and report.transfer_losses[-1] < report.transfer_losses[0]
+    assert all(g.output_error_after < 0.8 * g.output_error_before for g in report.layers)
+    fitted = swapped_mechanisms(model)["transformer.h.0.attn"].transferred
+    start = dict(swapped_only.named_parameters())
+    for param_name, p in model.named_parameters():
+        assert torch.equal(p, start[param_name]) != (".tokenmix.mixer." in param_name
+                                                     and param_name.split(".mixer.")[1].startswith(fitted)), param_name
+    with pytest.raises(ValueError, match=f"'{name}' forms no attention weights for hedgehog"):
+        tokenmix.linearize(copy.deepcopy(original), name, method="hedgehog", data=data, progress=False)
+    with pytest.raises(ValueError, match=f"'{name}' has no feature map; feature_dim does not apply"):
+        tokenmix.linearize(copy.deepcopy(original), name, method="lolcats", data=data, feature_dim=8, progress=False)
+
+
 def test_refusals():
     data = _data(1)
     with pytest.raises(ValueError, match="method must be one of"):
         tokenmix.linearize(_encoder(), method="distill", data=data)
-    with pytest.raises(ValueError, match="'performer' has no learned feature map"):
+    with pytest.raises(ValueError, match="'performer' has no learned feature map or gates"):
         tokenmix.linearize(_encoder(), "performer", data=data)
     with pytest.raises(ValueError, match="T2R has no attention-transfer stage"):
         tokenmix.linearize(_encoder(), method="t2r", data=data, transfer_steps=10)

@@ -181,5 +181,5 @@ def test_linearize_fits_the_maps_and_the_window_weights():
     fitted = {id(p) for p in feature_map_parameters(model)}
     windows = [m.window_logit for m in tokenmix.conversion.swapped_mechanisms(model).values()]
     assert all(id(w) in fitted and float(w.abs().max()) > 0 for w in windows)  # moved off 0 by the transfer
-    with pytest.raises(ValueError, match="no learned feature map to fit.*'window_linear'"):
+    with pytest.raises(ValueError, match="no learned feature map or gates to fit.*'window_linear'"):
         linearize(_mistral(sliding_window=None), "performer", data=data, progress=False)

@@ -184,7 +184,9 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     (``causal`` for PyTorch models only). ``checkpoint``: a file written every ``checkpoint_every`` steps (model,
     optimizer, stage, step); a call with the same arguments finding it resumes where it stopped. The mechanisms
     with learned feature maps: ``"linear"``, and ``"window_linear"`` (LoLCATs' sliding window + linear attention,
-    whose window weights are fitted with the maps); ``options`` are the mechanism's own (``window=64``, ...)."""
+    whose window weights are fitted with the maps); the delta-rule mechanisms (``"deltanet"``, ``"gated_deltanet"``)
+    fit their gates and output norm instead (``"lolcats"``'s loss on the outputs, or ``"t2r"``: they form no
+    weights for Hedgehog's); ``options`` are the mechanism's own (``window=64``, ...)."""
     transfer_steps = _checked(method, name, transfer_steps, finetune_steps, eval_batches, checkpoint_every, finetune,
                               lora_rank)
     checkpoint = Path(checkpoint) if checkpoint is not None else None
@@ -219,10 +221,14 @@ def _checked(method: str, name: str, transfer_steps: int | None, finetune_steps:
     """The arguments of :func:`linearize` checked; the transfer steps (its default filled in)."""
     if method not in METHODS:
         raise ValueError(f"linearize: method must be one of {', '.join(METHODS)}; got {method!r}")
-    if "feature_map" not in mixer_info(name).options:
-        with_maps = [n for n in list_mixers() if "feature_map" in mixer_info(n).options]
-        raise ValueError(f"linearize: {name!r} has no learned feature map to fit; the methods train those of "
-                         f"{', '.join(repr(n) for n in with_maps)}")
+    info = mixer_info(name)
+    if "feature_map" not in info.options and not info.hidden:
+        with_maps = [n for n in list_mixers() if "feature_map" in mixer_info(n).options or mixer_info(n).hidden]
+        raise ValueError(f"linearize: {name!r} has no learned feature map or gates to fit; the methods train those "
+                         f"of {', '.join(repr(n) for n in with_maps)}")
+    if info.hidden and METHOD_LOSS.get(method) == "weights":
+        raise ValueError(f"linearize: {name!r} forms no attention weights for {method}'s loss on them; use "
+                         f"method='lolcats' (its outputs) or 't2r'")
     if transfer_steps is None:
         transfer_steps = 100 if method in METHOD_LOSS else 0
     if method not in METHOD_LOSS and transfer_steps:
@@ -243,7 +249,10 @@ def _swap(model: nn.Module, name: str, method: str, feature_dim: int | None, *, 
           max_len: int | None, filter: Callable[[str], bool] | None, ignore_dropout: bool,
           options: dict[str, Any]) -> int:
     """Each softmax attention of ``model`` swapped for ``name`` with ``method``'s feature map; how many."""
-    options = {**options, "feature_map": METHODS[method]}
+    if "feature_map" in mixer_info(name).options:  # the gated mechanisms fit their gates instead
+        options = {**options, "feature_map": METHODS[method]}
+    elif feature_dim is not None:
+        raise ValueError(f"linearize: {name!r} has no feature map; feature_dim does not apply")
     if feature_dim is not None:
         options["feature_dim"] = feature_dim
     if is_hf_model(model):

@@ -1,7 +1,8 @@
-"""Attention transfer: each Q/K/V mechanism of a model learns from a softmax teacher computed on its own Q, K and V
-(Zhang et al. (2024), Hedgehog §4.2: cross-entropy between the attention weights; LoLCATs: mean squared error between
-the outputs), while the teacher's output is passed on so that every layer learns on the activations the softmax model
-gives it. Used by :func:`tokenmix.linearize` and by experiment runs that start from a trained softmax model
+"""Attention transfer: each mechanism of a model with a per-head rule (Q/K/V, or with gates read from the hidden
+states) learns from a softmax teacher computed on its own Q, K and V (Zhang et al. (2024), Hedgehog §4.2:
+cross-entropy between the attention weights; LoLCATs: mean squared error between the outputs), while the teacher's
+output is passed on so that every layer learns on the activations the softmax model gives it. Used by
+:func:`tokenmix.linearize` and by experiment runs that start from a trained softmax model
 (:mod:`tokenmix.training.warmstart`)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
-from ..mixers.base import QKVMixer
+from ..mixers.base import Mixer, QKVMixer
 from ..mixers.softmax import attention_mask
 from ..models.hf import HFMechanism
 from ..models.replace import MixerAttention
@@ -24,17 +25,23 @@ __all__ = ["swapped_mechanisms", "attention_transfer", "feature_map_parameters",
 METHOD_LOSS = {"hedgehog": "weights", "lolcats": "outputs"}  # the recipes with a transfer stage, and what it fits
 
 
-def swapped_mechanisms(model: nn.Module) -> dict[str, QKVMixer]:
-    """Every Q/K/V mechanism in ``model``, by path: those :func:`tokenmix.replace_attention` put in (the path of the
-    module they replaced) and those of a tokenmix model (their own path)."""
-    found: dict[str, QKVMixer] = {}
+def _per_head(mixer: nn.Module) -> bool:
+    """A mechanism with a per-head rule a teacher can sit beside: a Q/K/V mixer, or one whose gates read the hidden
+    states (``MixerInfo.hidden``)."""
+    return isinstance(mixer, QKVMixer) or (isinstance(mixer, Mixer) and mixer.info.hidden)
+
+
+def swapped_mechanisms(model: nn.Module) -> dict[str, Mixer]:
+    """Every mechanism with a per-head rule in ``model``, by path: those :func:`tokenmix.replace_attention` put in
+    (the path of the module they replaced) and those of a tokenmix model (their own path)."""
+    found: dict[str, Mixer] = {}
     inside: set[int] = set()
     for path, module in model.named_modules():
-        if isinstance(module, (MixerAttention, HFMechanism)) and isinstance(module.mixer, QKVMixer):
+        if isinstance(module, (MixerAttention, HFMechanism)) and _per_head(module.mixer):
             found[module.path if isinstance(module, HFMechanism) else path] = module.mixer
             inside.add(id(module.mixer))
     for path, module in model.named_modules():
-        if isinstance(module, QKVMixer) and id(module) not in inside:
+        if _per_head(module) and id(module) not in inside:
             found[path] = module
     return found
 
@@ -53,7 +60,7 @@ class _Transfer:
     the loss (``loss``), or with ``loss=None`` each layer's gap (``kl``, ``error``), and returns the teacher's
     output."""
 
-    def __init__(self, mechanisms: dict[str, QKVMixer], loss: str | None) -> None:
+    def __init__(self, mechanisms: dict[str, Mixer], loss: str | None) -> None:
         self.mechanisms, self.loss = mechanisms, loss
         self.losses: list[Tensor] = []
         self.kl: dict[str, list[float]] = {path: [] for path in mechanisms}
@@ -68,17 +75,20 @@ class _Transfer:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def _attend_for(self, path: str, mixer: QKVMixer) -> Callable[..., Tensor]:
-        def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def _attend_for(self, path: str, mixer: Mixer) -> Callable[..., Tensor]:
+        has_weights = isinstance(mixer, QKVMixer)  # the gated mechanisms form no attention weights
+
+        def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, **gates: Tensor) -> Tensor:
             q, k, v = q.detach(), k.detach(), v.detach()
+            gates = {name: x.detach() for name, x in gates.items()}
             out_t, w_t = _teacher(q, k, v, mask, mixer.causal)
             real = torch.ones(q.shape[0], q.shape[-2], dtype=torch.bool, device=q.device) if mask is None else mask
             rows = real[:, None, :].expand(q.shape[0], q.shape[1], q.shape[-2])  # (B, H, N) real queries
-            if self.loss != "outputs":  # the student's weights: the loss of "weights", or the measured KL
+            if self.loss != "outputs" and has_weights:  # the student's weights: the "weights" loss, or the KL
                 w_s = mixer.attention_weights_of_heads(q, k, mask)
                 cross_entropy = -(w_t * torch.log(w_s.clamp_min(1e-12))).sum(-1)
             if self.loss != "weights":  # the student's outputs: the loss of "outputs", or the measured error
-                out_s = mixer._attend(q, k, v, mask)  # its own rule, not the substitute
+                out_s = mixer._attend(q, k, v, mask, **gates)  # its own rule, not the substitute
                 diff = (out_s - out_t).transpose(1, 2)[real]  # (real tokens, H, D)
             if self.loss == "weights":
                 self.losses.append(cross_entropy[rows].mean())
@@ -86,7 +96,7 @@ class _Transfer:
                 self.losses.append(diff.square().mean())
             else:  # measuring only: each layer's gap, read once per call
                 entropy = -(w_t * torch.log(w_t.clamp_min(1e-12))).sum(-1)
-                self.kl[path].append((cross_entropy - entropy)[rows].mean().item())
+                self.kl[path].append((cross_entropy - entropy)[rows].mean().item() if has_weights else float("nan"))
                 self.error[path].append((diff.norm() / out_t.transpose(1, 2)[real].norm().clamp_min(1e-12)).item())
             return out_t
         return attend

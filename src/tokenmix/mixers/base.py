@@ -65,6 +65,7 @@ class Mixer(nn.Module):
     """
 
     info: ClassVar[MixerInfo]
+    _substitute: Callable[..., Tensor] | None = None  # see substituted_attention
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None,
                  inner_dim: int | None = None, out_dim: int | None = None) -> None:
@@ -111,6 +112,21 @@ class Mixer(nn.Module):
         """A bool option is a bool (``bias=1`` or ``out_proj="no"`` would be silently truthy or falsy)."""
         if not isinstance(value, bool):
             self._fail(f"{option} must be a bool, got {value!r}")
+
+    @contextlib.contextmanager
+    def substituted_attention(self, substitute: Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]
+                              ) -> Iterator[None]:
+        """Within it, ``attend_heads`` (a mechanism with a per-head rule: Q/K/V mixers, the gated ones) returns
+        ``substitute(q, k, v, mask, **gates)`` instead of this mechanism's output (its own rule stays callable as
+        ``_attend(q, k, v, mask, **gates)``): how attention transfer passes a softmax teacher's output on while the
+        mechanism learns beside it."""
+        if self._substitute is not None:
+            self._fail("substituted_attention: a substitute is already in place", RuntimeError)
+        self._substitute = substitute
+        try:
+            yield
+        finally:
+            self._substitute = None
 
     def extra_repr(self) -> str:
         widths = "".join(f", {k}={v}" for k, v in (("inner_dim", self.inner_dim), ("out_dim", self.out_dim))
@@ -254,7 +270,6 @@ class QKVMixer(Mixer):
         inner = self.inner_dim
         self.out_proj = out_proj
         self.has_projections = building_projections()  # False: built by tokenmix.create_heads for a host's Q, K, V
-        self._substitute: Callable[..., Tensor] | None = None
         if not self.has_projections:
             self.q_proj = self.k_proj = self.v_proj = self.proj = None
             return
@@ -284,19 +299,6 @@ class QKVMixer(Mixer):
         """The (B, H, N, N) attention matrix on per-head q, k (see :meth:`attention_weights`)."""
         return self._attention_weights(q, k, mask)
 
-    @contextlib.contextmanager
-    def substituted_attention(self, substitute: Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]
-                              ) -> Iterator[None]:
-        """Within it, :meth:`attend_heads` returns ``substitute(q, k, v, mask)`` instead of this mechanism's output
-        (the mechanism's own rule stays callable as ``_attend``): how attention transfer passes a softmax teacher's
-        output on while the mechanism learns beside it."""
-        if self._substitute is not None:
-            self._fail("substituted_attention: a substitute is already in place", RuntimeError)
-        self._substitute = substitute
-        try:
-            yield
-        finally:
-            self._substitute = None
 
     def _output(self, heads: Tensor) -> Tensor:
         """The concatenated heads (..., inner_dim) through ``W_out``, or as they are when ``out_proj=False``."""

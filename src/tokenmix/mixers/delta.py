@@ -29,6 +29,7 @@ class _DeltaRuleMixer(Mixer):
     """
 
     takes_hidden: ClassVar[bool] = True  # read by the registry: MixerInfo.hidden
+    transferred: ClassVar[tuple[str, ...]] = ("b_proj", "norm_weight")  # what tokenmix.linearize fits to a teacher
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, chunk_size: int,
                  bias: bool) -> None:
@@ -85,8 +86,11 @@ class _DeltaRuleMixer(Mixer):
         return heads
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        o, _ = chunk_gated_delta_rule(*self._inputs(x, mask), chunk_size=self.chunk_size)
-        return self._output(o, x)
+        """The projections around :meth:`attend_heads` (so that a substitute put in by attention transfer is used)."""
+        if not self.has_projections:
+            self._inputs(x, mask)  # refuses, naming what to call instead
+        heads = [self._heads(p(x)).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)]
+        return self.proj(self.attend_heads(*heads, mask, hidden=x).transpose(1, 2).reshape(*x.shape[:2], self.dim))
 
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
         o, _ = naive_recurrent_gated_delta_rule(*self._inputs(x, mask))
@@ -104,6 +108,11 @@ class _DeltaRuleMixer(Mixer):
                      hidden: Tensor) -> Tensor:
         """The rule on a host's heads q, k, v (B, H, L, D), its gates from the hidden states ``hidden`` (B, L, dim)
         the heads were projected from: the normalised, gated heads (B, H, L, D), ready for the host's ``W_o``."""
+        if self._substitute is not None:
+            return self._substitute(q, k, v, mask, hidden=hidden)
+        return self._attend(q, k, v, mask, hidden=hidden)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, hidden: Tensor) -> Tensor:
         o, _ = chunk_gated_delta_rule(*self._host_inputs(q, k, v, hidden, mask), chunk_size=self.chunk_size)
         return self._heads_output(o, hidden).transpose(1, 2)
 
@@ -199,6 +208,8 @@ class GatedDeltaNet(_DeltaRuleMixer):
         self.A_log = nn.Parameter(torch.empty(num_heads).uniform_(0, 16).clamp_(min=1e-4).log())
         dt = torch.exp(torch.empty(num_heads).uniform_(math.log(1e-3), math.log(1e-1))).clamp_(min=1e-4)
         self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
+
+    transferred = ("b_proj", "norm_weight", "a_proj", "g_proj", "A_log", "dt_bias")  # the gates, the norm
 
     def parameter_roles(self) -> dict[str, str]:
         # Mamba-2's draws, not a model-wide initialisation
