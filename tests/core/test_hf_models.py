@@ -18,6 +18,8 @@ from tokenmix.models.hf import HFMechanism  # noqa: E402
 
 QKV = ["softmax", "linear", "performer", "cosformer", "kerformer", "efficient", "sparse_strided", "sparse_fixed"]
 CAUSAL_QKV = [name for name in QKV if name != "efficient"]
+GATED = ["deltanet", "gated_deltanet", "gla", "retention"]  # MixerInfo.hidden: the gates read the hidden states
+GATED_OPTIONS = {"retention": {"xpos": False}}  # Llama rotates Q and K itself; GPT-2 does not (xpos stays on there)
 VOCAB, N = 40, 10
 
 
@@ -473,8 +475,8 @@ def test_a_kernel_mechanisms_decoding_state_stays_the_same_size():
 def test_a_causal_only_mechanism_without_q_k_v_is_refused_as_such():
     """The refusal names what is missing (the model's own Q/K/V), not a causal= the Hugging Face path never takes."""
     model = _model("gpt2")
-    with pytest.raises(ValueError, match="'gla' is not a Q/K/V mechanism"):
-        tokenmix.replace_attention(model, "gla")
+    with pytest.raises(ValueError, match="'mamba2' is not a Q/K/V mechanism"):
+        tokenmix.replace_attention(model, "mamba2")
 
 
 def _left_padded() -> tuple[torch.Tensor, torch.Tensor]:
@@ -486,12 +488,12 @@ def _left_padded() -> tuple[torch.Tensor, torch.Tensor]:
     return ids.masked_fill(mask == 0, 0), mask
 
 
-@pytest.mark.parametrize("name", CAUSAL_QKV + ["deltanet", "gated_deltanet"])
+@pytest.mark.parametrize("name", CAUSAL_QKV + GATED)
 def test_plain_generate_decodes_from_the_recurrent_state(name):
     """No context to open: generate on a replaced causal model runs from the mechanisms' states (no keys or values
     kept), left-padded batches and beam search included, and gives what recomputing every prefix gives."""
     model = _model("llama").eval()
-    tokenmix.replace_attention(model, name)
+    tokenmix.replace_attention(model, name, **GATED_OPTIONS.get(name, {}))
     ids, mask = _left_padded()
     for settings in ({}, {"attention_mask": mask}, {"attention_mask": mask, "num_beams": 3}):
         recomputed = model.generate(ids, max_new_tokens=5, do_sample=False, use_cache=False, **settings)
@@ -539,8 +541,6 @@ def test_a_converted_model_copies_and_pickles(tmp_path):
         assert type(again) is type(model) and torch.equal(again(ids).logits, model(ids).logits)
 
 
-GATED = ["deltanet", "gated_deltanet"]  # MixerInfo.hidden: the gates read the module's hidden states
-
 
 @pytest.mark.parametrize("name", GATED)
 @pytest.mark.parametrize("family", sorted(CAUSAL))
@@ -548,10 +548,11 @@ def test_a_gated_mechanism_trains_on_the_models_own_q_k_v_without_leaking(family
     """The model's projections feed the rule; the gates (beta, the decay, the output gate) are new projections of
     the module's hidden states, created as the paper initialises them; nothing later reaches an earlier position."""
     model = _model(family)
-    assert tokenmix.replace_attention(model, name) == 2
+    assert tokenmix.replace_attention(model, name, **GATED_OPTIONS.get(name, {})) == 2
     mechanism = next(m for m in model.modules() if isinstance(m, HFMechanism))
     own = {n for n, _ in mechanism.named_parameters()}
-    assert "mixer.b_proj.weight" in own and not any(n.startswith(("mixer.q_proj", "mixer.proj")) for n in own)
+    gates = mechanism.mixer.transferred  # the gates and the output norm: all it adds to the model
+    assert own and all(n.removeprefix("mixer.").startswith(gates) for n in own)
     inputs, real = _batch(family)
     inputs["labels"] = inputs["input_ids"].masked_fill(~real, -100)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -570,11 +571,11 @@ def test_a_gated_mechanism_trains_on_the_models_own_q_k_v_without_leaking(family
 
 
 @pytest.mark.parametrize("name", GATED)
-def test_a_gated_mechanism_computes_the_full_mixers_rule_on_the_modules_input(name):
+def test_a_gated_mechanism_computes_its_rule_on_the_modules_input(name):
     """Inside the model, the attention module's output is its own projections around the rule, the gates read from
-    the module's input; with the same gates, that rule is the whole mixer's between its projections."""
+    the module's input."""
     model = _model("gpt2").eval()
-    tokenmix.replace_attention(model, name)
+    tokenmix.replace_attention(model, name, **GATED_OPTIONS.get(name, {}))
     attn = model.transformer.h[1].attn
     seen = {}
     attn.register_forward_hook(lambda module, args, kwargs, out: seen.update(x=args[0] if args else
@@ -586,11 +587,7 @@ def test_a_gated_mechanism_computes_the_full_mixers_rule_on_the_modules_input(na
     out = attn.tokenmix.mixer.attend_heads(*heads, hidden=x)
     assert torch.allclose(attn.c_proj(out.transpose(1, 2).reshape(2, N, 32)), seen["out"], atol=1e-6)
     assert not torch.allclose(attn.tokenmix.mixer.attend_heads(*heads, hidden=torch.zeros_like(x)), out, atol=1e-3)
-    full = tokenmix.create_mixer(name, 32, num_heads=4, causal=True).eval()
-    full.load_state_dict({**full.state_dict(), **attn.tokenmix.mixer.state_dict()})
-    heads = [full._heads(p(x)).transpose(1, 2) for p in (full.q_proj, full.k_proj, full.v_proj)]
-    out = attn.tokenmix.mixer.attend_heads(*heads, hidden=x)
-    assert torch.allclose(full.proj(out.transpose(1, 2).reshape(2, N, 32)), full(x), atol=1e-6)
+    # that rule is the whole mixer's between its projections: test_mixer_contract, create_heads
 
 
 @pytest.mark.parametrize("name", GATED)
@@ -599,7 +596,7 @@ def test_a_gated_mechanism_decodes_from_its_state_as_recomputation(name):
     test_plain_generate_decodes_from_the_recurrent_state); the padding's content does not reach the real
     positions."""
     model = _model("llama").eval()
-    tokenmix.replace_attention(model, name)
+    tokenmix.replace_attention(model, name, **GATED_OPTIONS.get(name, {}))
     ids, mask = _left_padded()
     prompt = torch.randint(2, VOCAB, (2, 5))
     without = model.generate(prompt, max_new_tokens=6, do_sample=False, use_cache=False)
@@ -637,3 +634,12 @@ def test_a_gated_model_round_trips_and_copies(tmp_path):
     for loaded in (transformers.AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True),
                    tokenmix.load_converted(str(tmp_path)), copy.deepcopy(model)):
         assert torch.equal(loaded.eval()(ids).logits, want)
+
+
+def test_retention_on_a_rotary_model_is_refused_unless_xpos_is_off():
+    """RetNet rotates Q and K itself (xpos, on by default); Llama has already rotated them."""
+    with pytest.raises(ValueError, match=r"model.layers.0.self_attn .*xpos=True would rotate them a second time "
+                                         r"\(pass xpos=False\)"):
+        tokenmix.replace_attention(_model("llama"), "retention")
+    assert tokenmix.replace_attention(_model("llama"), "retention", xpos=False) == 2
+    assert tokenmix.replace_attention(_model("gpt2"), "retention") == 2  # absolute positions: RetNet's rotation on

@@ -363,9 +363,16 @@ def test_create_heads_keeps_a_gated_mechanisms_gates_and_computes_its_rule(name)
                                   max_len=MAX_LEN).to(torch.float64).eval()
     rule = {key: value for key, value in full.state_dict().items() if not key.startswith(PROJECTIONS)}
     assert rule and set(heads.state_dict()) == set(rule)
-    heads.load_state_dict(rule)
     x = torch.randn(2, 9, full.dim, dtype=torch.float64)
-    q, k, v = (full._heads(p(x)).transpose(1, 2) for p in (full.q_proj, full.k_proj, full.v_proj))
+    if name == "gla":  # its own keys are half the value width (§4.3); a host's keys are the host's: as wide
+        assert heads.key_dim == 2 * full.key_dim
+        full = build(name, causal=True)
+        full.key_dim = heads.key_dim
+        full.q_proj, full.k_proj = (torch.nn.Linear(full.dim, full.key_dim, bias=False).double() for _ in range(2))
+        full.gk_up = torch.nn.Linear(full.gate_rank, full.key_dim).double()
+        rule = {key: value for key, value in full.state_dict().items() if not key.startswith(PROJECTIONS)}
+    heads.load_state_dict(rule)
+    q, k, v = full._projected_heads(x)
     out = heads.attend_heads(q, k, v, hidden=x)
     torch.testing.assert_close(full.proj(out.transpose(1, 2).reshape(2, 9, full.dim)), full(x))
     state, steps = heads.init_state(2, dtype=torch.float64), []

@@ -24,7 +24,7 @@ from torch import Tensor
 from ..registry import MixerInfo, building_projections
 from ..validate import is_positive_int as _positive_int
 
-__all__ = ["Mixer", "QKVMixer", "SpatialMixer", "split_heads", "merge_heads", "rms_norm"]
+__all__ = ["Mixer", "QKVMixer", "GatedHeadsMixer", "SpatialMixer", "split_heads", "merge_heads", "rms_norm"]
 
 
 def split_heads(t: Tensor, num_heads: int) -> Tensor:
@@ -375,6 +375,81 @@ class QKVMixer(Mixer):
     def _attend_reference(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """The plain computation of :meth:`_attend` (an explicit N x N matrix)."""
         raise NotImplementedError
+
+class GatedHeadsMixer(Mixer):
+    """A mechanism whose rule runs on per-head queries, keys and values and reads its gates (writing strengths,
+    decays, output gates) from the hidden states ``x`` they were projected from: ``attend_heads(q, k, v, mask,
+    hidden=x)``. A host model with its own Q, K, V and output projections (a Hugging Face attention module) feeds it
+    through :func:`tokenmix.create_heads`, which builds it without ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and keeps the
+    gates. Its own forward is its projections around :meth:`attend_heads`.
+
+    Subclasses create ``q_proj``, ``k_proj``, ``v_proj`` and ``proj`` only where ``self.has_projections`` and
+    implement ``_attend(q, k, v, mask, *, hidden)`` (the rule on (B, H, L, ·) heads: the heads ``W_O`` takes,
+    (B, H, L, D)) and ``_continue(q, k, v, state, hidden)`` (L positions from a decoding state: heads and state).
+    """
+
+    takes_hidden: ClassVar[bool] = True  # read by the registry: MixerInfo.hidden
+
+    def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None,
+                 inner_dim: int | None = None) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, inner_dim=inner_dim)
+        self.has_projections = building_projections()  # False: built by tokenmix.create_heads for a host's Q, K, V
+
+    def _check_hidden(self, q: Tensor, hidden: Tensor) -> None:
+        want = (q.shape[0], q.shape[2], self.dim)
+        if not isinstance(hidden, Tensor) or hidden.dim() != 3 or tuple(hidden.shape) != want:
+            self._fail(f"hidden must be the host's hidden states (B, L, dim) = {want}, got "
+                       f"{tuple(hidden.shape) if isinstance(hidden, Tensor) else type(hidden).__name__}")
+
+    def _projected_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V of ``x`` (B, N, dim) by the mechanism's own projections, as (B, H, N, ·) heads."""
+        if not self.has_projections:
+            self._fail("built without projections (tokenmix.create_heads), it takes per-head tensors: call "
+                       "attend_heads, step_heads or prefill_heads with a host's own Q, K, V and hidden=", TypeError)
+        return tuple(split_heads(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
+
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self.proj(merge_heads(self.attend_heads(*self._projected_heads(x), mask, hidden=x)))
+
+    def attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+                     hidden: Tensor) -> Tensor:
+        """The rule on a host's heads q, k, v (B, H, L, ·), its gates from the hidden states ``hidden`` (B, L, dim)
+        the heads were projected from: the heads (B, H, L, D) ready for the host's ``W_O``; inside
+        :meth:`substituted_attention`, the substitute's output."""
+        self._check_hidden(q, hidden)
+        if self._substitute is not None:
+            return self._substitute(q, k, v, mask, hidden=hidden)
+        return self._attend(q, k, v, mask, hidden=hidden)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, hidden: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def step_heads(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor], *,
+                   hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """One step on a host's heads q, k, v (B, H, ·) and hidden state (B, dim): (B, H, D) and the new state."""
+        out, state = self.prefill_heads(q[:, :, None], k[:, :, None], v[:, :, None], state, hidden=hidden[:, None])
+        return out[:, :, 0], state
+
+    def prefill_heads(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor], *,
+                      hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """L positions continuing the state on a host's heads (B, H, L, ·): in the chunked form, one step in the
+        recurrent one."""
+        self._check_recurrent()
+        self._check_hidden(q, hidden)
+        return self._continue(q, k, v, state, hidden)
+
+    def _continue(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor],
+                  hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        raise NotImplementedError
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        out, state = self._prefill(x_t[:, None], state)
+        return out[:, 0], state
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        out, state = self.prefill_heads(*self._projected_heads(x), state, hidden=x)
+        return self.proj(merge_heads(out)), state
+
 
 class SpatialMixer(Mixer):
     """Base of the vision mixers: ``y = mixer(x, hw=(H, W), mask=None)`` with ``x`` of shape

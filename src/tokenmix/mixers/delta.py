@@ -11,24 +11,25 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..ops.delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, naive_recurrent_gated_delta_rule
-from ..registry import building_projections, register_mixer
+from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import Mixer, rms_norm
+from .base import GatedHeadsMixer, rms_norm
 
 __all__ = ["DeltaNet", "GatedDeltaNet"]
 
 
-class _DeltaRuleMixer(Mixer):
+class _DeltaRuleMixer(GatedHeadsMixer):
     """The layer both papers build around the rule: ``q, k, v = SiLU(x W_q), SiLU(x W_k), SiLU(x W_v)`` split
     into heads, ``q`` and ``k`` L2-normalised per head, ``beta = sigmoid(x W_beta)`` one writing strength per
     head and token, the rule (:func:`~tokenmix.ops.delta_rule.chunk_gated_delta_rule`, ``scale = head_dim^-1/2``),
     each head's output RMS-normalised, then ``W_o``. Padded positions write nothing (``k = v = beta = 0``, no
     decay), so the state a real token reads holds real tokens only. Decoding keeps the (K, V) state per head,
-    O(H K V) per token whatever the length. Not here: the short causal convolution both papers put on q, k and
-    v (BaseConv is a mechanism of its own in tokenmix; a layer pattern puts it before this one).
+    O(H K V) per token whatever the length. On a host's Q, K, V (:func:`tokenmix.create_heads`) the SiLU and the
+    normalisation apply to the host's heads, the gates read its hidden states. Not here: the short causal
+    convolution both papers put on q, k and v (BaseConv is a mechanism of its own in tokenmix; a layer pattern puts
+    it before this one).
     """
 
-    takes_hidden: ClassVar[bool] = True  # read by the registry: MixerInfo.hidden
     transferred: ClassVar[tuple[str, ...]] = ("b_proj", "norm_weight")  # what tokenmix.linearize fits to a teacher
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, chunk_size: int,
@@ -38,7 +39,6 @@ class _DeltaRuleMixer(Mixer):
             self._fail(f"chunk_size must be a positive int, got {chunk_size!r}")
         self._check_flag(bias, "bias")
         self.chunk_size = chunk_size
-        self.has_projections = building_projections()  # False: built by tokenmix.create_heads for a host's Q, K, V
         if self.has_projections:
             self.q_proj, self.k_proj, self.v_proj = (nn.Linear(dim, dim, bias=bias) for _ in range(3))
         self.b_proj = nn.Linear(dim, num_heads, bias=True)
@@ -51,17 +51,11 @@ class _DeltaRuleMixer(Mixer):
     def _heads(self, t: Tensor) -> Tensor:
         return t.view(*t.shape[:2], self.num_heads, self.head_dim)
 
-    def _inputs(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, ...]:
-        """q, k, v (B, N, H, D), the log decay (B, N, H) or None, beta (B, N, H); padded positions write nothing."""
-        if not self.has_projections:
-            self._fail("built without projections (tokenmix.create_heads), it takes per-head tensors: call "
-                       "attend_heads, step_heads or prefill_heads with a host's own Q, K, V and hidden=", TypeError)
-        return self._rule_inputs(*(self._heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj)), x, mask)
-
     def _rule_inputs(self, q: Tensor, k: Tensor, v: Tensor, x: Tensor, mask: Tensor | None) -> tuple[Tensor, ...]:
-        """The rule's inputs from projected q, k, v (B, N, H, D) and the hidden states x (B, N, dim) they came from:
-        SiLU on each, q and k L2-normalised, beta and the decay from x."""
-        q, k, v = F.silu(q), F.silu(k), F.silu(v)
+        """The rule's inputs (B, N, H, ·) from projected heads q, k, v (B, H, N, D) and the hidden states x (B, N,
+        dim) they came from: SiLU on each, q and k L2-normalised, beta and the decay from x; padded positions write
+        nothing."""
+        q, k, v = (F.silu(t.transpose(1, 2)) for t in (q, k, v))
         q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
         beta, decay = torch.sigmoid(self.b_proj(x)), self._log_decay(x)
         if mask is not None:
@@ -74,82 +68,35 @@ class _DeltaRuleMixer(Mixer):
         return None
 
     def _heads_output(self, o: Tensor, x: Tensor) -> Tensor:
-        """Each head RMS-normalised (its weight shared by the heads), then gated (:meth:`_gated`): (B, N, H, D)."""
-        return self._gated(rms_norm(o.to(x.dtype), self.norm_weight), x)
-
-    def _output(self, o: Tensor, x: Tensor) -> Tensor:
-        """:meth:`_heads_output` concatenated, then ``W_o``."""
-        return self.proj(self._heads_output(o, x).reshape(*x.shape[:2], self.dim))
+        """Each head RMS-normalised (its weight shared by the heads), then gated (:meth:`_gated`): (B, H, N, D)."""
+        return self._gated(rms_norm(o.to(x.dtype), self.norm_weight), x).transpose(1, 2)
 
     def _gated(self, heads: Tensor, x: Tensor) -> Tensor:
         """The normalised heads (B, N, H, D) before the concatenation: as they are (DeltaNet)."""
         return heads
 
-    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        """The projections around :meth:`attend_heads` (so that a substitute put in by attention transfer is used)."""
-        if not self.has_projections:
-            self._inputs(x, mask)  # refuses, naming what to call instead
-        heads = [self._heads(p(x)).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)]
-        return self.proj(self.attend_heads(*heads, mask, hidden=x).transpose(1, 2).reshape(*x.shape[:2], self.dim))
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, hidden: Tensor) -> Tensor:
+        o, _ = chunk_gated_delta_rule(*self._rule_inputs(q, k, v, hidden, mask), chunk_size=self.chunk_size)
+        return self._heads_output(o, hidden)
 
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        o, _ = naive_recurrent_gated_delta_rule(*self._inputs(x, mask))
-        return self._output(o, x)
-
-    # -- a host's own Q, K, V (tokenmix.create_heads, Hugging Face models) --------------------------------------
-    def _host_inputs(self, q: Tensor, k: Tensor, v: Tensor, hidden: Tensor, mask: Tensor | None) -> tuple[Tensor, ...]:
-        """The rule's inputs from a host's heads (B, H, L, D) and hidden states (B, L, dim)."""
-        if hidden.dim() != 3 or hidden.shape[:2] != (q.shape[0], q.shape[2]) or hidden.shape[2] != self.dim:
-            self._fail(f"hidden must be the host's hidden states (B, L, dim) = {(q.shape[0], q.shape[2], self.dim)}, "
-                       f"got {tuple(hidden.shape)}")
-        return self._rule_inputs(*(t.transpose(1, 2) for t in (q, k, v)), hidden, mask)
-
-    def attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
-                     hidden: Tensor) -> Tensor:
-        """The rule on a host's heads q, k, v (B, H, L, D), its gates from the hidden states ``hidden`` (B, L, dim)
-        the heads were projected from: the normalised, gated heads (B, H, L, D), ready for the host's ``W_o``."""
-        if self._substitute is not None:
-            return self._substitute(q, k, v, mask, hidden=hidden)
-        return self._attend(q, k, v, mask, hidden=hidden)
-
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, hidden: Tensor) -> Tensor:
-        o, _ = chunk_gated_delta_rule(*self._host_inputs(q, k, v, hidden, mask), chunk_size=self.chunk_size)
-        return self._heads_output(o, hidden).transpose(1, 2)
-
-    def step_heads(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor], *,
-                   hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-        """One step on a host's heads q, k, v (B, H, D) and hidden state (B, dim): (B, H, D) and the new state."""
-        self._check_recurrent()
-        out, state = self.prefill_heads(q[:, :, None], k[:, :, None], v[:, :, None], state, hidden=hidden[:, None])
-        return out[:, :, 0], state
-
-    def prefill_heads(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor], *,
-                      hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-        """L positions continuing the state on a host's heads (B, H, L, D), in the chunked form."""
-        self._check_recurrent()
-        inputs = self._host_inputs(q, k, v, hidden, None)
-        if q.shape[2] == 1:  # one token: the recurrent form (the chunked one would pad it to a whole chunk)
-            o, s = fused_recurrent_gated_delta_rule(*inputs, initial_state=state["S"], output_final_state=True)
-        else:
-            o, s = chunk_gated_delta_rule(*inputs, initial_state=state["S"], output_final_state=True,
-                                          chunk_size=self.chunk_size)
-        return self._heads_output(o, hidden).transpose(1, 2), {"S": s}
+        o, _ = naive_recurrent_gated_delta_rule(*self._rule_inputs(*self._projected_heads(x), x, mask))
+        return self.proj(self._heads_output(o, x).transpose(1, 2).reshape(*x.shape[:2], self.dim))
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         state_dtype = torch.float64 if dtype == torch.float64 else torch.float32  # the rule's own state dtype
         return {"S": torch.zeros(batch_size, self.num_heads, self.head_dim, self.head_dim, dtype=state_dtype,
                                  device=device)}
 
-    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        x = x_t[:, None]
-        o, s = fused_recurrent_gated_delta_rule(*self._inputs(x, None), initial_state=state["S"],
-                                                output_final_state=True)
-        return self._output(o, x)[:, 0], {"S": s}
-
-    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        o, s = chunk_gated_delta_rule(*self._inputs(x, None), initial_state=state["S"], output_final_state=True,
-                                      chunk_size=self.chunk_size)
-        return self._output(o, x), {"S": s}
+    def _continue(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor],
+                  hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        inputs = self._rule_inputs(q, k, v, hidden, None)
+        if q.shape[2] == 1:  # one token: the recurrent form (the chunked one would pad it to a whole chunk)
+            o, s = fused_recurrent_gated_delta_rule(*inputs, initial_state=state["S"], output_final_state=True)
+        else:
+            o, s = chunk_gated_delta_rule(*inputs, initial_state=state["S"], output_final_state=True,
+                                          chunk_size=self.chunk_size)
+        return self._heads_output(o, hidden), {"S": s}
 
 
 @register_mixer(

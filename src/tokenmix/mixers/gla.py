@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -12,19 +14,21 @@ from ..ops.gla import chunk_gla, chunk_simple_gla, fused_recurrent_gla, naive_re
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import Mixer, rms_norm
+from .base import GatedHeadsMixer, merge_heads, rms_norm
 
 __all__ = ["Retention", "GatedLinearAttention"]
 
 
-class _DecayedLinearMixer(Mixer):
+class _DecayedLinearMixer(GatedHeadsMixer):
     """What both layers share: q, k, v projections split into heads, a recurrence with decay on a (K, V) state
     per head, each head's output normalised (RetNet: GroupNorm; GLA: RMSNorm; both without a shift), gated by
     ``SiLU(x W_g)`` per channel, then ``W_o``. Padded positions write nothing and decay nothing (``k = v = 0``,
     log decay 0), so the state a real token reads holds real tokens only. Decoding keeps the (K, V) state per
-    head, O(H K V) per token whatever the length."""
+    head, O(H K V) per token whatever the length. On a host's Q, K, V (:func:`tokenmix.create_heads`) the keys are
+    the host's, as wide as its values, and the decay and the output gate read its hidden states."""
 
-    key_ratio = 1.0  # a head's key width / its value width (rounded down, at least 1)
+    key_ratio = 1.0  # a head's key width / its value width (rounded down, at least 1), with its own projections
+    transferred: ClassVar[tuple[str, ...]] = ("g_proj", "norm_weight")  # what tokenmix.linearize fits to a teacher
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, chunk_size: int,
                  bias: bool) -> None:
@@ -32,12 +36,15 @@ class _DecayedLinearMixer(Mixer):
         if not is_positive_int(chunk_size):
             self._fail(f"chunk_size must be a positive int, got {chunk_size!r}")
         self._check_flag(bias, "bias")
-        key_dim = num_heads * max(1, int(self.head_dim * self.key_ratio))  # per head: key_ratio of the value width
+        ratio = self.key_ratio if self.has_projections else 1.0  # a host's keys are as wide as its values
+        key_dim = num_heads * max(1, int(self.head_dim * ratio))
         self.chunk_size, self.key_dim = chunk_size, key_dim
-        self.q_proj, self.k_proj = nn.Linear(dim, key_dim, bias=bias), nn.Linear(dim, key_dim, bias=bias)
-        self.v_proj, self.g_proj = nn.Linear(dim, dim, bias=bias), nn.Linear(dim, dim, bias=bias)
+        if self.has_projections:
+            self.q_proj, self.k_proj = nn.Linear(dim, key_dim, bias=bias), nn.Linear(dim, key_dim, bias=bias)
+            self.v_proj = nn.Linear(dim, dim, bias=bias)
+        self.g_proj = nn.Linear(dim, dim, bias=bias)
         self.norm_weight = nn.Parameter(torch.ones(self.head_dim))
-        self.proj = nn.Linear(dim, dim, bias=bias)
+        self.proj = nn.Linear(dim, dim, bias=bias) if self.has_projections else None
 
     def parameter_roles(self) -> dict[str, str]:
         return {"norm_weight": "norm_gain"}
@@ -45,39 +52,44 @@ class _DecayedLinearMixer(Mixer):
     def _split(self, t: Tensor) -> Tensor:
         return t.view(*t.shape[:2], self.num_heads, -1)
 
-    def _qk(self, x: Tensor, offset: int) -> tuple[Tensor, Tensor]:
-        return self._split(self.q_proj(x)), self._split(self.k_proj(x))
+    def _positioned(self, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
+        """q, k (B, H, N, K) of positions ``offset ..``: as they are (retention rotates them)."""
+        return q, k
 
     def _log_decay(self, x: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def _inputs(self, x: Tensor, mask: Tensor | None, offset: int = 0) -> tuple[Tensor, ...]:
-        q, k = self._qk(x, offset)
-        v, decay = self._split(self.v_proj(x)), self._log_decay(x)
+    def _rule_inputs(self, q: Tensor, k: Tensor, v: Tensor, x: Tensor, mask: Tensor | None,
+                     offset: int) -> tuple[Tensor, ...]:
+        """The recurrence's inputs (B, N, H, ·) from heads q, k, v (B, H, N, ·) of positions ``offset ..`` and the
+        hidden states x (B, N, dim) they came from: q, k positioned, the log decay from x; padding writes nothing."""
+        q, k = self._positioned(q, k, offset)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        decay = self._log_decay(x)
         if mask is not None:
             real = mask[..., None].to(x.dtype)
             k, v = k * real[..., None], v * real[..., None]
             decay = decay * (real[..., None] if decay.dim() == 4 else real)
         return q, k, v, decay
 
-    def _output(self, o: Tensor, x: Tensor) -> Tensor:
-        heads = rms_norm(o.to(x.dtype), self.norm_weight)
-        return self.proj(heads.reshape(*x.shape[:2], self.dim) * F.silu(self.g_proj(x)))
+    def _heads_output(self, o: Tensor, x: Tensor) -> Tensor:
+        """Each head RMS-normalised and gated by ``SiLU(x W_g)``: (B, H, N, D)."""
+        return (rms_norm(o.to(x.dtype), self.norm_weight) * F.silu(self._split(self.g_proj(x)))).transpose(1, 2)
 
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, decay: Tensor,
                  initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The chunked form: (o, the final state)."""
         raise NotImplementedError
 
-    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        o, _ = self._chunked(*self._inputs(x, mask))
-        return self._output(o, x)
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, hidden: Tensor) -> Tensor:
+        o, _ = self._chunked(*self._rule_inputs(q, k, v, hidden, mask, 0))
+        return self._heads_output(o, hidden)
 
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        q, k, v, decay = self._inputs(x, mask)
+        q, k, v, decay = self._rule_inputs(*self._projected_heads(x), x, mask, 0)
         gk = decay if decay.dim() == 4 else decay[..., None].expand(*k.shape)
         o, _ = naive_recurrent_gla(q, k, v, gk)
-        return self._output(o, x)
+        return self.proj(merge_heads(self._heads_output(o, x)))
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         state_dtype = torch.float64 if dtype == torch.float64 else torch.float32
@@ -85,17 +97,15 @@ class _DecayedLinearMixer(Mixer):
                 "S": torch.zeros(batch_size, self.num_heads, self.key_dim // self.num_heads, self.head_dim,
                                  dtype=state_dtype, device=device)}
 
-    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        x = x_t[:, None]
-        q, k, v, decay = self._inputs(x, None, offset=int(state["t"]))
-        gk = decay if decay.dim() == 4 else decay[..., None].expand(*k.shape)
-        o, s = fused_recurrent_gla(q, k, v, gk, initial_state=state["S"], output_final_state=True)
-        return self._output(o, x)[:, 0], {"t": state["t"] + 1, "S": s}
-
-    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        q, k, v, decay = self._inputs(x, None, offset=int(state["t"]))
-        o, s = self._chunked(q, k, v, decay, initial_state=state["S"])
-        return self._output(o, x), {"t": state["t"] + x.shape[1], "S": s}
+    def _continue(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor],
+                  hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        q, k, v, decay = self._rule_inputs(q, k, v, hidden, None, int(state["t"]))
+        if q.shape[1] == 1:  # one token: the recurrent form (the chunked one would pad it to a whole chunk)
+            gk = decay if decay.dim() == 4 else decay[..., None].expand(*k.shape)
+            o, s = fused_recurrent_gla(q, k, v, gk, initial_state=state["S"], output_final_state=True)
+        else:
+            o, s = self._chunked(q, k, v, decay, initial_state=state["S"])
+        return self._heads_output(o, hidden), {"t": state["t"] + q.shape[1], "S": s}
 
 
 @register_mixer(
@@ -129,14 +139,12 @@ class Retention(_DecayedLinearMixer):
         self._check_flag(xpos, "xpos")
         self.xpos = xpos
 
-    def _qk(self, x: Tensor, offset: int) -> tuple[Tensor, Tensor]:
-        q, k = super()._qk(x, offset)
+    def _positioned(self, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
         if not self.xpos:
             return q, k
         pairs = self.head_dim // 2 * 2  # an odd head's last dimension stays unrotated
-        cos, sin = rotary_angles(torch.arange(offset, offset + x.shape[1], device=x.device), pairs)
-        return tuple(torch.cat([rotate(t[..., :pairs].transpose(1, 2), cos, sin).transpose(1, 2), t[..., pairs:]], -1)
-                     for t in (q, k))
+        cos, sin = rotary_angles(torch.arange(offset, offset + q.shape[2], device=q.device), pairs)
+        return tuple(torch.cat([rotate(t[..., :pairs], cos, sin), t[..., pairs:]], -1) for t in (q, k))
 
     def _log_decay(self, x: Tensor) -> Tensor:
         return retention_decays(self.num_heads).to(x).expand(*x.shape[:2], self.num_heads)
@@ -172,6 +180,7 @@ class GatedLinearAttention(_DecayedLinearMixer):
 
     key_ratio = 0.5
     temperature = 16.0
+    transferred = ("g_proj", "norm_weight", "gk_down", "gk_up")  # the output gate, the norm, the decay's gate
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = True, max_len: int | None = None,
                  gate_rank: int = 16, chunk_size: int = 16, bias: bool = False) -> None:

@@ -74,11 +74,12 @@ def unsupported(model: nn.Module, module: nn.Module, config: Any, info: Any, opt
     if getattr(config, "output_attentions", False) and not info.weights:
         problems.append("output_attentions=True in its config, and the mechanism forms no attention weights (set "
                         "config.output_attentions=False)")
-    rotary = [path for path, m in model.named_modules() if "rotary" in type(m).__name__.lower()] if options.get(
-        "rotary") else []  # looked for only when the option asks (unsupported runs once per attention module)
-    if rotary:
-        problems.append(f"its queries and keys rotated by the model ({rotary[0]}), and rotary=True would rotate them "
-                        f"a second time (leave the option out)")
+    # the mechanism's own rotation: rotary=True, or retention's xpos (on by default, as in RetNet)
+    rotation = next((o for o in ("rotary", "xpos") if options.get(o, o == "xpos" and o in info.options)), None)
+    rotary = [path for path, m in model.named_modules() if "rotary" in type(m).__name__.lower()] if rotation else []
+    if rotary:  # looked for only when the mechanism rotates (unsupported runs once per attention module)
+        problems.append(f"its queries and keys rotated by the model ({rotary[0]}), and {rotation}=True would rotate "
+                        f"them a second time (pass {rotation}=False)")
     return problems
 
 
