@@ -108,7 +108,7 @@ def _gpt2_and_data(seed: int = 0):
                    for _ in range(3)]
 
 
-@pytest.mark.parametrize("name", ["deltanet", "gated_deltanet", "gla", "retention"])
+@pytest.mark.parametrize("name", ["deltanet", "gated_deltanet", "gla", "retention", "mamba2"])
 def test_a_gated_target_fits_its_gates_to_the_softmax_outputs(name):
     """LoLCATs' transfer to a gated mechanism: only its gates and output norm move (the model's own projections stay
     as they were), each layer's output gap narrows; during the transfer the teacher's outputs pass on, so the

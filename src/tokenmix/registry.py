@@ -52,7 +52,8 @@ class MixerInfo:
             ``output_attentions``) can have them (``softmax``).
         hidden: its rule takes a host's own queries, keys and values too, and computes its gates (writing strengths,
             decays, output gates) from the hidden states they were projected from: ``attend_heads(q, k, v, mask,
-            hidden=x)`` (DeltaNet, Gated DeltaNet, GLA, retention); a Hugging Face attention module can feed it.
+            hidden=x)`` (DeltaNet, Gated DeltaNet, GLA, retention, Mamba-2); a Hugging Face attention module can
+            feed it.
     """
 
     name: str

@@ -18,7 +18,7 @@ from tokenmix.models.hf import HFMechanism  # noqa: E402
 
 QKV = ["softmax", "linear", "performer", "cosformer", "kerformer", "efficient", "sparse_strided", "sparse_fixed"]
 CAUSAL_QKV = [name for name in QKV if name != "efficient"]
-GATED = ["deltanet", "gated_deltanet", "gla", "retention"]  # MixerInfo.hidden: the gates read the hidden states
+GATED = ["deltanet", "gated_deltanet", "gla", "retention", "mamba2"]  # MixerInfo.hidden: the gates read the hidden states
 GATED_OPTIONS = {"retention": {"xpos": False}}  # Llama rotates Q and K itself; GPT-2 does not (xpos stays on there)
 VOCAB, N = 40, 10
 
@@ -475,8 +475,8 @@ def test_a_kernel_mechanisms_decoding_state_stays_the_same_size():
 def test_a_causal_only_mechanism_without_q_k_v_is_refused_as_such():
     """The refusal names what is missing (the model's own Q/K/V), not a causal= the Hugging Face path never takes."""
     model = _model("gpt2")
-    with pytest.raises(ValueError, match="'mamba2' is not a Q/K/V mechanism"):
-        tokenmix.replace_attention(model, "mamba2")
+    with pytest.raises(ValueError, match="'baseconv' is not a Q/K/V mechanism"):
+        tokenmix.replace_attention(model, "baseconv")
 
 
 def _left_padded() -> tuple[torch.Tensor, torch.Tensor]:

@@ -359,18 +359,24 @@ def test_create_heads_keeps_a_gated_mechanisms_gates_and_computes_its_rule(name)
     takes, and step by step (step_heads) the same as one pass; padded positions write nothing."""
     torch.manual_seed(14)
     full = build(name, causal=True)
-    heads = tokenmix.create_heads(name, num_heads=full.num_heads, head_dim=full.head_dim, causal=True,
+    heads = tokenmix.create_heads(name, num_heads=full.num_heads, head_dim=full.dim // full.num_heads, causal=True,
                                   max_len=MAX_LEN).to(torch.float64).eval()
     rule = {key: value for key, value in full.state_dict().items() if not key.startswith(PROJECTIONS)}
-    assert rule and set(heads.state_dict()) == set(rule)
     x = torch.randn(2, 9, full.dim, dtype=torch.float64)
     if name == "gla":  # its own keys are half the value width (§4.3); a host's keys are the host's: as wide
-        assert heads.key_dim == 2 * full.key_dim
-        full = build(name, causal=True)
+        assert set(heads.state_dict()) == set(rule) and heads.key_dim == 2 * full.key_dim
         full.key_dim = heads.key_dim
         full.q_proj, full.k_proj = (torch.nn.Linear(full.dim, full.key_dim, bias=False).double() for _ in range(2))
         full.gk_up = torch.nn.Linear(full.gate_rank, full.key_dim).double()
         rule = {key: value for key, value in full.state_dict().items() if not key.startswith(PROJECTIONS)}
+    if name == "mamba2":  # its own B and C are shared by the heads, a host's keys and queries are per head: the
+        # shared ones, repeated per head, are a case of those (with expand 1 and a state as wide as a head)
+        full = build(name, causal=True, expand=1, state_size=full.dim // full.num_heads)
+        weight, (_, z_rows, dt_rows) = full.in_proj.weight, full._rows()
+        rule = {**{k: v for k, v in full.state_dict().items() if not k.startswith(("in_proj", "out_proj"))},
+                "gate_proj.weight": torch.cat([weight[z_rows], weight[dt_rows]])}
+        full.proj = full.out_proj
+    assert rule and set(heads.state_dict()) == set(rule)
     heads.load_state_dict(rule)
     q, k, v = full._projected_heads(x)
     out = heads.attend_heads(q, k, v, hidden=x)

@@ -185,8 +185,9 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     optimizer, stage, step); a call with the same arguments finding it resumes where it stopped. The mechanisms
     with learned feature maps: ``"linear"``, and ``"window_linear"`` (LoLCATs' sliding window + linear attention,
     whose window weights are fitted with the maps); the gated mechanisms (``"deltanet"``, ``"gated_deltanet"``,
-    ``"gla"``, ``"retention"``) fit their gates and output norm instead (``"lolcats"``'s loss on the outputs, or
-    ``"t2r"``: they form no weights for Hedgehog's); ``options`` are the mechanism's own (``window=64``, ...)."""
+    ``"gla"``, ``"retention"``, ``"mamba2"``) fit their gates and output norm instead (``"lolcats"``'s loss on the
+    outputs, or ``"t2r"``: they form no weights for Hedgehog's); ``options`` are the mechanism's own (``window=64``,
+    ...)."""
     transfer_steps = _checked(method, name, transfer_steps, finetune_steps, eval_batches, checkpoint_every, finetune,
                               lora_rank)
     checkpoint = Path(checkpoint) if checkpoint is not None else None
