@@ -195,3 +195,27 @@ def test_the_three_based_forms_agree_and_carry_their_state(use_norm):
     first, state = fused_chunk_based(q[:, :10], k[:, :10], v[:, :10], use_norm=use_norm, output_final_state=True)
     second, _ = fused_chunk_based(q[:, 10:], k[:, 10:], v[:, 10:], use_norm=use_norm, initial_state=state)
     torch.testing.assert_close(torch.cat([first, second], dim=1), want, rtol=1e-10, atol=1e-10)
+
+
+def test_the_running_mean_in_three_forms_is_linear_attention_with_a_constant_feature_map():
+    """Relation's and Average Attention's causal context: the three forms agree, a state carried across a cut gives
+    the whole, per-row counts work, and the mean is chunk_linear_attn with phi = 1 (K = 1, scale 1)."""
+    from tokenmix.ops.averaging import chunk_mean, fused_recurrent_mean, naive_recurrent_mean
+
+    g = torch.Generator().manual_seed(9)
+    v = torch.randn(2, 13, 5, generator=g, dtype=torch.float64)
+    start = (torch.randn(2, 5, generator=g, dtype=torch.float64), torch.tensor([3.0, 1.0], dtype=torch.float64))
+    want, want_state = naive_recurrent_mean(v, start, output_final_state=True)
+    for form in (fused_recurrent_mean, chunk_mean):
+        out, state = form(v, start, output_final_state=True)
+        torch.testing.assert_close(out, want)
+        _close(state, want_state)
+    first, state = chunk_mean(v[:, :6], start, output_final_state=True)
+    second, state = fused_recurrent_mean(v[:, 6:], state, output_final_state=True)
+    torch.testing.assert_close(torch.cat([first, second], dim=1), want)
+    ones = torch.ones(2, 13, 1, 1, dtype=torch.float64)
+    as_linear, _ = chunk_linear_attn(ones, ones, v[:, :, None], scale=1.0, normalize=True, eps=0.0)
+    plain, _ = chunk_mean(v)
+    torch.testing.assert_close(as_linear[:, :, 0], plain)
+    with pytest.raises(ValueError, match=r"chunk_mean: the state's sum must be \(B, \.\.\.\)"):
+        chunk_mean(v, (torch.zeros(2, 4), torch.tensor(1.0)))

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.averaging import masked_mean, masked_mean_reference
+from ..ops.averaging import chunk_mean, masked_mean, masked_mean_reference
 from ..registry import register_mixer
 from ..validate import is_positive_int
 from .base import Mixer
@@ -75,5 +75,10 @@ class AverageAttention(Mixer):
                 "count": torch.zeros((), device=device, dtype=dtype)}
 
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        total, count = state["sum"] + x_t, state["count"] + 1
-        return self._gate(x_t, total / count), {"sum": total, "count": count}
+        out, state = self._prefill(x_t[:, None], state)
+        return out[:, 0], state
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens continuing the state in one pass: the cumulative average from the state's sum and count."""
+        average, (total, count) = chunk_mean(x, (state["sum"], state["count"]), output_final_state=True)
+        return self._gate(x, average), {"sum": total, "count": count}

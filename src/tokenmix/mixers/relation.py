@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from ..ops.averaging import masked_mean, masked_mean_reference
+from ..ops.averaging import chunk_mean, masked_mean, masked_mean_reference
 from ..registry import register_mixer
 from .base import Mixer
 
@@ -70,9 +70,13 @@ class Relation(Mixer):
                 "count": torch.zeros((), device=device, dtype=dtype)}
 
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        g, h = self.g_proj(x_t), self.h_proj(x_t)
-        total, count = state["sum"] + h, state["count"] + 1
-        return self._relate(g, total / count), {"sum": total, "count": count}
+        out, state = self._prefill(x_t[:, None], state)
+        return out[:, 0], state
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens continuing the state in one pass: the running mean of H from the state's sum and count."""
+        context, (total, count) = chunk_mean(self.h_proj(x), (state["sum"], state["count"]), output_final_state=True)
+        return self._relate(self.g_proj(x), context), {"sum": total, "count": count}
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
         return self._relate(self.g_proj(x), masked_mean(self.h_proj(x), mask, self.causal))
