@@ -333,3 +333,21 @@ def test_a_model_with_nothing_to_replace_raises_naming_what_it_has():
         tokenmix.replace_attention(model, "linear")
     with pytest.raises(ValueError, match=r"nothing replaced: .*layers\.0\.self_attn \(not accepted by filter=\)"):
         tokenmix.replace_attention(_encoder(), "linear", filter=lambda path: False)
+
+
+@pytest.mark.parametrize("name", ["deltanet", "gated_deltanet", "retention"])
+def test_copy_weights_fills_a_gated_mechanisms_projections(name):
+    """A gated mechanism with square Q/K/V and output projections takes the module's in_proj thirds and out_proj
+    (so linearize can start it from a trained softmax model); GLA's half-width keys and Mamba-2's single input
+    projection are refused by shape."""
+    original = _encoder()
+    model = copy.deepcopy(original)
+    assert tokenmix.replace_attention(model, name, causal=True, copy_weights=True) == 2
+    mha, mixer = original.layers[0].self_attn, model.layers[0].self_attn.mixer
+    for target, weight in zip((mixer.q_proj, mixer.k_proj, mixer.v_proj), mha.in_proj_weight.chunk(3)):
+        assert torch.equal(target.weight, weight)
+    assert torch.equal(mixer.proj.weight, mha.out_proj.weight) and torch.equal(mixer.proj.bias, mha.out_proj.bias)
+    for refused in ("gla", "mamba2"):
+        with pytest.raises(ValueError, match=rf"'{refused}' has no Q/K/V and output projections of the module's "
+                                             rf"shape \(q_proj and k_proj and v_proj and proj, each 16 x 16\)"):
+            tokenmix.replace_attention(_encoder(), refused, causal=True, copy_weights=True)

@@ -35,7 +35,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..mixers.base import QKVMixer
 from ..registry import MixerInfo, create_mixer, mixer_info
 from .hf import HFMechanism, is_hf_model
 from .hf_cache import recurrent_cache
@@ -324,10 +323,11 @@ def _adapter(mha: nn.MultiheadAttention, path: str, info: MixerInfo, causal: boo
 
 def _copy_projections(mha: nn.MultiheadAttention, mixer: nn.Module, fail: Callable[[str], None]) -> tuple[str, ...]:
     """``in_proj`` (Q, K, V thirds) and ``out_proj`` into the mixer's projections; the names filled."""
-    if not isinstance(mixer, QKVMixer) or mixer.inner_dim != mha.embed_dim or mixer.proj is None:
+    targets = tuple(getattr(mixer, name, None) for name in PROJECTIONS_COPIED)
+    square = (mha.embed_dim, mha.embed_dim)
+    if not all(isinstance(t, nn.Linear) and tuple(t.weight.shape) == square for t in targets):
         fail(f"copy_weights=True: {mixer.info.name!r} has no Q/K/V and output projections of the module's shape "
-             f"to copy into")
-    targets = (mixer.q_proj, mixer.k_proj, mixer.v_proj, mixer.proj)
+             f"({' and '.join(PROJECTIONS_COPIED)}, each {square[0]} x {square[1]}) to copy into")
     weights = (*mha.in_proj_weight.chunk(3), mha.out_proj.weight)
     biases = (*mha.in_proj_bias.chunk(3), mha.out_proj.bias) if mha.in_proj_bias is not None else (None,) * 4
     with torch.no_grad():
