@@ -27,6 +27,10 @@ from ..validate import is_positive_int as _positive_int
 __all__ = ["Mixer", "QKVMixer", "GatedHeadsMixer", "SpatialMixer", "split_heads", "merge_heads", "rms_norm"]
 
 
+WITHOUT_PROJECTIONS = ("built without projections (tokenmix.create_heads), it takes per-head tensors: call "
+                       "attend_heads, step_heads or prefill_heads with a host's own Q, K and V")
+
+
 def split_heads(t: Tensor, num_heads: int) -> Tensor:
     """(B, N, H*D) -> (B, H, N, D)."""
     b, n, _ = t.shape
@@ -283,8 +287,7 @@ class QKVMixer(Mixer):
     def qkv_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V of ``x`` (B, N, dim), each split into heads: (B, H, N, head_dim)."""
         if not self.has_projections:
-            self._fail("built without projections (tokenmix.create_heads), it takes per-head tensors: call "
-                       "attend_heads, step_heads or prefill_heads with a host's own Q, K and V", TypeError)
+            self._fail(WITHOUT_PROJECTIONS, TypeError)
         return tuple(split_heads(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
 
     def attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -298,7 +301,6 @@ class QKVMixer(Mixer):
     def attention_weights_of_heads(self, q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
         """The (B, H, N, N) attention matrix on per-head q, k (see :meth:`attention_weights`)."""
         return self._attention_weights(q, k, mask)
-
 
     def _output(self, heads: Tensor) -> Tensor:
         """The concatenated heads (..., inner_dim) through ``W_out``, or as they are when ``out_proj=False``."""
@@ -376,6 +378,7 @@ class QKVMixer(Mixer):
         """The plain computation of :meth:`_attend` (an explicit N x N matrix)."""
         raise NotImplementedError
 
+
 class GatedHeadsMixer(Mixer):
     """A mechanism whose rule runs on per-head queries, keys and values and reads its gates (writing strengths,
     decays, output gates) from the hidden states ``x`` they were projected from: ``attend_heads(q, k, v, mask,
@@ -404,8 +407,7 @@ class GatedHeadsMixer(Mixer):
     def _projected_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Q, K, V of ``x`` (B, N, dim) by the mechanism's own projections, as (B, H, N, ·) heads."""
         if not self.has_projections:
-            self._fail("built without projections (tokenmix.create_heads), it takes per-head tensors: call "
-                       "attend_heads, step_heads or prefill_heads with a host's own Q, K, V and hidden=", TypeError)
+            self._fail(WITHOUT_PROJECTIONS + " (and hidden=, the hidden states they came from)", TypeError)
         return tuple(split_heads(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
