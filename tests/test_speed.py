@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -271,3 +272,19 @@ def test_window_sets_the_taps_of_sliding_window_mixers_only(monkeypatch):
     assert seen == {"extractor_we": 8, "linear": 32}
     with pytest.raises(ValueError, match="window"):
         SpeedSettings(mixers=["linear"], lengths=[8], window=0)
+
+
+def test_the_functions_mode_times_every_chunked_form_beside_the_peer(capsys: pytest.CaptureFixture) -> None:
+    """``tokenmix speed --functions``: one row per chunked form (and transformers' gated delta rule where it is
+    installed), each length's time against the GEMM floor, the local slope; the ratio to the peer."""
+    torch_threads = torch.get_num_threads()
+    main(["speed", "--functions", "--lengths", "32,64", "--dim", "8", "--heads", "2", "--repeats", "1",
+          "--threads", "1"])
+    torch.set_num_threads(torch_threads)
+    out = capsys.readouterr().out
+    assert "float32 GEMM 2048^3" in out and "2 heads x 8" in out
+    for form in ("linear_attn", "based (r = 16)", "simple_gla", "retention", "gla", "delta_rule", "gated_delta_rule"):
+        row = next(line for line in out.splitlines() if line.startswith(form + " "))
+        assert row.count("x)") == 2 and math.isfinite(float(row.split()[-1]))  # two lengths, one slope
+    if importlib.util.find_spec("transformers") is not None:
+        assert "gated delta rule, transformers / tokenmix:" in out

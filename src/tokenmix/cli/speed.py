@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--lengths", default="256,1024,4096,16384",
                     help="comma-separated sequence lengths (default 256,1024,4096,16384)")
     sp.add_argument("--dim", type=int, default=64, help="model width (head dim = dim / heads; default 64)")
-    sp.add_argument("--heads", type=int, default=1, help="heads of the multi-head mixers (default 1)")
+    sp.add_argument("--heads", type=int, help="heads of the multi-head mixers (default 1; 4 with --functions)")
     sp.add_argument("--batch", type=int, default=1, help="inputs per pass (default 1)")
     sp.add_argument("--causal", action="store_true",
                     help="run every mixer causally (default: bidirectional, causal-only mixers causally)")
@@ -41,6 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--window", type=int, help="max_len (taps) of sliding-window mixers such as the Extractors "
                     "(default: each case's length)")
     sp.add_argument("--out", default="runs/speed", help="output folder (default runs/speed)")
+    sp.add_argument("--functions", action="store_true",
+                    help="time the functional core's chunked forms (tokenmix.ops: linear attention, Based, GLA, "
+                    "retention, the delta rules) against transformers' gated delta rule instead, forward + backward, "
+                    "interleaved in one process, each against the GEMM floor (uses --lengths, --heads (default 4), "
+                    "--dim as the head width (default 64), --repeats, --threads); prints a table")
 
 
 def _comma_list(text: str, kind: type, option: str) -> list:
@@ -51,13 +56,15 @@ def _comma_list(text: str, kind: type, option: str) -> list:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.functions:
+        return _functions(args)
     from ..speed import SpeedSettings, relative_tables, run_speed, write_outputs
 
     names = list_mixers() if args.mixers == "all" else [n.strip() for n in args.mixers.split(",") if n.strip()]
     try:
         settings = SpeedSettings(
             mixers=names,
-            lengths=_comma_list(args.lengths, int, "--lengths"), dim=args.dim, heads=args.heads, batch=args.batch,
+            lengths=_comma_list(args.lengths, int, "--lengths"), dim=args.dim, heads=args.heads or 1, batch=args.batch,
             causal=args.causal, passes=["fwd", "fwdbwd"] if args.passes == "both" else [args.passes],
             value_ranges=_comma_list(args.value_range, float, "--value-range"), device=args.device,
             dtype=args.dtype, repeats=args.repeats, warmup=args.warmup, case_timeout=args.case_timeout,
@@ -69,3 +76,17 @@ def run(args: argparse.Namespace) -> None:
     paths = write_outputs(records, settings, args.out)
     print(f"\nwrote {', '.join(str(p) for p in paths)}\n")
     print("\n".join(relative_tables(records)))
+
+
+def _functions(args: argparse.Namespace) -> None:
+    """``--functions``: the chunked forms against the peers (:mod:`tokenmix.speed.functions`)."""
+    import torch
+
+    from ..speed.functions import chunked_forms, gemm_rate
+
+    lengths = _comma_list(args.lengths, int, "--lengths")
+    heads = args.heads or 4
+    threads = args.threads or torch.get_num_threads()
+    rate = gemm_rate(threads)
+    print(f"{threads} thread(s); float32 GEMM 2048^3: {rate / 1e9:.1f} GFLOP/s")
+    print("\n".join(chunked_forms(lengths, heads, args.dim, args.repeats, rate)))
