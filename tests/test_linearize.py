@@ -133,6 +133,20 @@ def test_a_gated_target_fits_its_gates_to_the_softmax_outputs(name):
         tokenmix.linearize(copy.deepcopy(original), name, method="lolcats", data=data, feature_dim=8, progress=False)
 
 
+def test_t2r_takes_any_q_k_v_mechanism_without_a_map_and_fine_tunes_it():
+    """T2R's recipe without a learned map: performer swapped in, the model fine-tuned (its loss falls); the transfer
+    recipes have nothing to fit in it and are refused, naming t2r."""
+    model, data = _gpt2_and_data()
+    report = tokenmix.linearize(model, "performer", method="t2r", data=data, finetune_steps=8, finetune_lr=1e-2,
+                                progress=False)
+    assert report.replaced == 2 and report.finetune_losses[-1] < report.finetune_losses[0]
+    assert all(type(m).__name__ == "Performer" for m in swapped_mechanisms(model).values())
+    with pytest.raises(ValueError, match="'performer' has no learned feature map or gates to fit; .*method='t2r'"):
+        tokenmix.linearize(_gpt2_and_data()[0], "performer", method="lolcats", data=data, progress=False)
+    with pytest.raises(ValueError, match="'relation' does not compute on a model's Q, K and V"):
+        tokenmix.linearize(_gpt2_and_data()[0], "relation", method="t2r", data=data, progress=False)
+
+
 def test_refusals():
     data = _data(1)
     with pytest.raises(ValueError, match="method must be one of"):

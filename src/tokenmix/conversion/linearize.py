@@ -186,8 +186,9 @@ def linearize(model: nn.Module, name: str = "linear", *, method: str = "hedgehog
     with learned feature maps: ``"linear"``, and ``"window_linear"`` (LoLCATs' sliding window + linear attention,
     whose window weights are fitted with the maps); the gated mechanisms (``"deltanet"``, ``"gated_deltanet"``,
     ``"gla"``, ``"retention"``, ``"mamba2"``) fit their gates and output norm instead (``"lolcats"``'s loss on the
-    outputs, or ``"t2r"``: they form no weights for Hedgehog's); ``options`` are the mechanism's own (``window=64``,
-    ...)."""
+    outputs, or ``"t2r"``: they form no weights for Hedgehog's); any other Q/K/V mechanism (``"performer"``,
+    ``"cosformer"``, ...) takes ``"t2r"``'s recipe without a map: swapped in, then the model fine-tuned; ``options``
+    are the mechanism's own (``window=64``, ...)."""
     transfer_steps = _checked(method, name, transfer_steps, finetune_steps, eval_batches, checkpoint_every, finetune,
                               lora_rank)
     checkpoint = Path(checkpoint) if checkpoint is not None else None
@@ -223,10 +224,14 @@ def _checked(method: str, name: str, transfer_steps: int | None, finetune_steps:
     if method not in METHODS:
         raise ValueError(f"linearize: method must be one of {', '.join(METHODS)}; got {method!r}")
     info = mixer_info(name)
-    if "feature_map" not in info.options and not info.hidden:
+    if not (info.qkv or info.hidden) or info.spatial:
+        raise ValueError(f"linearize: {name!r} does not compute on a model's Q, K and V (mixer_info(name).qkv and "
+                         f".hidden are False): it cannot take a softmax attention's place")
+    if "feature_map" not in info.options and not info.hidden and method in METHOD_LOSS:
         with_maps = [n for n in list_mixers() if "feature_map" in mixer_info(n).options or mixer_info(n).hidden]
         raise ValueError(f"linearize: {name!r} has no learned feature map or gates to fit; the methods train those "
-                         f"of {', '.join(repr(n) for n in with_maps)}")
+                         f"of {', '.join(repr(n) for n in with_maps)}; method='t2r' swaps {name!r} in and "
+                         f"fine-tunes the model")
     if info.hidden and METHOD_LOSS.get(method) == "weights":
         raise ValueError(f"linearize: {name!r} forms no attention weights for {method}'s loss on them; use "
                          f"method='lolcats' (its outputs) or 't2r'")
