@@ -134,6 +134,29 @@ def test_a_prompt_fills_the_window_and_the_linear_state_in_one_pass(n):
         torch.testing.assert_close(filled[key], state[key], rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("cuts", [(1, 2, 5, 1, 4), (3, 1, 1, 8), (4, 4, 5), (6, 7), (2, 11)])
+def test_a_continuation_of_any_length_from_any_state_takes_one_pass(cuts, monkeypatch):
+    """Blocks of any length prefilled one after another (the ring partly full, full, wrapped; tokens leaving the
+    window inside a block): the outputs and the state of one step per token, and not a step taken."""
+    mixer = make(4, feature_map="hedgehog", feature_dim=3)
+    total = sum(cuts)
+    q, k, v = heads(total)
+    state, stepped = mixer.init_state(2, dtype=torch.float64), []
+    for t in range(total):
+        out, state = mixer.step_heads(q[:, :, t], k[:, :, t], v[:, :, t], state)
+        stepped.append(out)
+    monkeypatch.setattr(type(mixer), "_step_heads", lambda *a: pytest.fail("a continuation went step by step"))
+    filled, outputs, start = mixer.init_state(2, dtype=torch.float64), [], 0
+    for n in cuts:
+        out, filled = mixer.prefill_heads(q[:, :, start:start + n], k[:, :, start:start + n],
+                                          v[:, :, start:start + n], filled)
+        outputs.append(out)
+        start += n
+    torch.testing.assert_close(torch.cat(outputs, 2), torch.stack(stepped, 2), rtol=1e-9, atol=1e-10)
+    for key in state:
+        torch.testing.assert_close(filled[key], state[key], rtol=1e-9, atol=1e-10)
+
+
 transformers = pytest.importorskip("transformers")
 
 

@@ -8,10 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops.kernel_attention import divide_away_from_zero, kernel_attention, with_ones
+from ..ops.kernel_attention import causal_kernel_attention, divide_away_from_zero, with_ones
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import QKVMixer
 from .linear import LinearAttention
 
 
@@ -102,10 +101,11 @@ class WindowLinearAttention(LinearAttention):
         a = g * e + lin * (phi_q @ phi_k.transpose(-2, -1)) * linear
         return divide_away_from_zero(a, a.sum(dim=-1, keepdim=True), self.eps)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, kv: Tensor | None = None) -> Tensor:
+        """The fast path; ``kv``: a linear state holding keys before the first position (a continuation)."""
         wide = torch.promote_types(v.dtype, torch.float32)  # exp in float32 under bfloat16
         num_w, den_w = self._window_part(q.to(wide), k.to(wide), v.to(wide), mask)
-        num_l, den_l = (t.to(wide) for t in self._linear_part(q, k, v, mask))
+        num_l, den_l = (t.to(wide) for t in self._linear_part(q, k, v, mask, kv))
         g, lin = self._factors(num_w)
         return divide_away_from_zero(g * num_w + lin * num_l, g * den_w + lin * den_l, self.eps).to(v.dtype)
 
@@ -134,15 +134,17 @@ class WindowLinearAttention(LinearAttention):
         num, den = e @ vb, e.sum(dim=-1, keepdim=True)
         return num.reshape(b, h, blocks * c, -1)[:, :, :n], den.reshape(b, h, blocks * c, 1)[:, :, :n]
 
-    def _linear_part(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        """sum_{j <= i - w} phi(q_i)^T phi(k_j) [v_j, 1]: causal kernel attention over keys delayed by w."""
+    def _linear_part(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                     kv: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """sum_{j <= i - w} phi(q_i)^T phi(k_j) [v_j, 1]: causal kernel attention over keys delayed by w, from the
+        linear state ``kv`` of the keys before the first position where there is one."""
         phi_q, phi_k, _ = self._features(q, k, mask)
         if mask is not None:
             phi_k = phi_k * mask[:, None, :, None].to(phi_k.dtype)
         delayed_k = F.pad(phi_k, (0, 0, self.window, 0))[:, :, :q.shape[2]]
         delayed = F.pad(with_ones(v), (0, 0, self.window, 0))[:, :, :q.shape[2]]
-        both = kernel_attention(phi_q, delayed_k, delayed, causal=True, chunk_size=self.chunk_size,
-                                normalize=False)
+        both, _ = causal_kernel_attention(phi_q, delayed_k, delayed, initial_state=kv, chunk_size=self.chunk_size,
+                                          normalize=False)
         return both[..., :-1], both[..., -1:]
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
@@ -155,21 +157,25 @@ class WindowLinearAttention(LinearAttention):
 
     def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
                        state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """A prompt into a fresh state in one pass: the forward's outputs; its last ``w`` keys and values into the
-        window's ring (token t at slot t mod w), every earlier one into the linear state."""
-        if int(state["t"]) != 0:  # a continuation: step by step (the ring holds tokens of the earlier calls)
-            return QKVMixer._prefill_heads(self, q, k, v, state)
-        n, w = q.shape[2], self.window
-        out = self._attend(q, k, v, None)
+        """L tokens continuing the state in one pass: the tokens still in the window's ring (in position order) put
+        before the new ones, the forward over them all from the linear state of everything older (only the new
+        positions' outputs kept); then the last ``w`` keys and values into the ring (token t at slot t mod w) and
+        every earlier one into the linear state."""
+        t, n, w = int(state["t"]), q.shape[2], self.window
+        kept = min(t, w)  # the ring's tokens, positions t - kept .. t - 1
+        slots = torch.arange(t - kept, t, device=q.device) % w
+        keys = torch.cat([state["window_k"][:, :, slots].to(k.dtype), k], dim=2)
+        values = torch.cat([state["window_v"][:, :, slots].to(v.dtype), v], dim=2)
+        queries = torch.cat([q.new_zeros(*q.shape[:2], kept, q.shape[3]), q], dim=2)  # their outputs are dropped
+        out = self._attend(queries, keys, values, None, kv=state["kv"])[:, :, kept:]
         window_k, window_v = state["window_k"].clone(), state["window_v"].clone()
-        recent = torch.arange(max(n - w, 0), n, device=q.device)
-        window_k[:, :, recent % w] = k[:, :, recent].to(window_k.dtype)
-        window_v[:, :, recent % w] = v[:, :, recent].to(window_v.dtype)
-        kv = state["kv"]
-        if n > w:
-            _, phi_k, _ = self._features(k[:, :, : n - w], k[:, :, : n - w], None)
-            old = with_ones(v[:, :, : n - w])
-            kv = kv + (phi_k.transpose(-2, -1) @ old).to(kv.dtype)
+        recent = torch.arange(max(kept + n - w, 0), kept + n, device=q.device)  # indices into keys, values
+        window_k[:, :, (recent + t - kept) % w] = keys[:, :, recent].to(window_k.dtype)
+        window_v[:, :, (recent + t - kept) % w] = values[:, :, recent].to(window_v.dtype)
+        kv, leaving = state["kv"], max(kept + n - w, 0)  # the tokens that leave the window go to the linear state
+        if leaving:
+            _, phi_k, _ = self._features(keys[:, :, :leaving], keys[:, :, :leaving], None)
+            kv = kv + (phi_k.transpose(-2, -1) @ with_ones(values[:, :, :leaving])).to(kv.dtype)
         return out, {"t": state["t"] + n, "window_k": window_k, "window_v": window_v, "kv": kv}
 
     def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
