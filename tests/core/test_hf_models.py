@@ -643,3 +643,18 @@ def test_retention_on_a_rotary_model_is_refused_unless_xpos_is_off():
         tokenmix.replace_attention(_model("llama"), "retention")
     assert tokenmix.replace_attention(_model("llama"), "retention", xpos=False) == 2
     assert tokenmix.replace_attention(_model("gpt2"), "retention") == 2  # absolute positions: RetNet's rotation on
+
+
+@pytest.mark.parametrize("name", CAUSAL_QKV + GATED + ["window_linear"])
+def test_a_bfloat16_model_trains_and_generates_in_bfloat16(name):
+    """Every causal mechanism in a bfloat16 Llama: the loss and its gradients, and generate from the recurrent state,
+    whose steps hand the model's output projection bfloat16 heads (window_linear's step gave float32 ones)."""
+    torch.manual_seed(0)
+    model = _model("llama").to(torch.bfloat16)
+    tokenmix.replace_attention(model, name, **{**GATED_OPTIONS.get(name, {}),
+                                               **({"window": 4} if name == "window_linear" else {})})
+    ids = torch.randint(2, VOCAB, (2, N))
+    out = model(ids, labels=ids)
+    out.loss.backward()
+    assert out.logits.dtype == torch.bfloat16 and torch.isfinite(out.loss)
+    assert model.generate(ids[:, :4], max_new_tokens=4, min_new_tokens=4, do_sample=False).shape == (2, 8)

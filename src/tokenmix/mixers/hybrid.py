@@ -187,7 +187,7 @@ class WindowLinearAttention(LinearAttention):
         if t >= w:  # the token leaving the window
             _, phi_old, _ = self._features(window_k[:, :, slot:slot + 1], window_k[:, :, slot:slot + 1], None)
             old = with_ones(window_v[:, :, slot])
-            kv = kv + phi_old[:, :, 0, :, None] * old[:, :, None, :]
+            kv = kv + (phi_old[:, :, 0, :, None] * old[:, :, None, :]).to(kv.dtype)
         window_k[:, :, slot], window_v[:, :, slot] = k, v
         seen = torch.arange(w, device=q.device) < min(t + 1, w)
         e = _shifted_exp(self._scores(q[:, :, None], window_k)[:, :, 0].masked_fill(~seen, float("-inf")))
@@ -196,7 +196,7 @@ class WindowLinearAttention(LinearAttention):
         g, lin = (f[:, :, 0, 0, None] for f in self._factors(q[:, :, None, None]))
         num = g * (e[..., None] * window_v).sum(dim=2) + lin * linear[..., :-1]
         den = g * e.sum(dim=-1, keepdim=True) + lin * linear[..., -1:]
-        out = divide_away_from_zero(num, den, self.eps)
+        out = divide_away_from_zero(num, den, self.eps).to(v.dtype)  # the features may compute in float32
         return out, {"t": state["t"] + 1, "window_k": window_k, "window_v": window_v, "kv": kv}
 
 
