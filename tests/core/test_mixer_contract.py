@@ -387,3 +387,16 @@ def test_create_heads_keeps_a_gated_mechanisms_gates_and_computes_its_rule(name)
     torch.testing.assert_close(padded[1, :, :5], out[1, :, :5])
     with pytest.raises(ValueError, match=rf"{name}: hidden must be the host's hidden states"):
         heads.attend_heads(q, k, v, hidden=x[:, :4])
+
+
+@pytest.mark.parametrize("name", [n for n in sequence_mixers() if tokenmix.mixer_info(n).recurrent])
+def test_bfloat16_decoding_returns_bfloat16(name):
+    """A bfloat16 mixer's prompt and steps come back in bfloat16, as its forward does (a host's next layer takes
+    them as they are)."""
+    torch.manual_seed(15)
+    mixer = build(name, causal=True, dtype=torch.bfloat16)
+    x = torch.randn(2, 6, 16, dtype=torch.bfloat16)
+    state = mixer.init_state(2, dtype=torch.bfloat16)
+    prompt, state = mixer.prefill(x[:, :5], state)
+    step, state = mixer.step(x[:, 5], state)
+    assert prompt.dtype == step.dtype == torch.bfloat16 and torch.isfinite(step).all()
