@@ -193,7 +193,8 @@ def test_parameter_counts_without_bias(name):
 
 @pytest.mark.parametrize("name", sequence_mixers())
 def test_recurrent_flag_means_step_is_implemented(name):
-    from tokenmix.mixers.base import Mixer, QKVMixer
+    from tokenmix.mixers.base import Mixer
+    from tokenmix.mixers.heads import QKVMixer
 
     mixer = build(name, causal=tokenmix.mixer_info(name).causal)
     if isinstance(mixer, QKVMixer):  # a Q/K/V rule steps on its heads; QKVMixer's _step projects around that
@@ -257,7 +258,7 @@ def test_step_rejects_bad_use(name):
 @pytest.mark.parametrize("name", tokenmix.list_mixers())
 def test_the_registry_says_which_mechanisms_take_q_k_v(name):
     """MixerInfo.qkv, read from the class at registration, is what an instance is: a QKVMixer or not."""
-    from tokenmix.mixers.base import QKVMixer
+    from tokenmix.mixers.heads import QKVMixer
 
     info = tokenmix.mixer_info(name)
     if info.spatial:

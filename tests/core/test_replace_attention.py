@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import tokenmix
-from tokenmix.mixers.base import QKVMixer
+from tokenmix.mixers.heads import QKVMixer
 from tokenmix.models.replace import MixerAttention
 from tokenmix.registry import list_mixers, mixer_info
 

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
-from ..mixers.base import Mixer, QKVMixer
+from ..mixers.base import Mixer
+from ..mixers.heads import QKVMixer
 from ..mixers.softmax import attention_mask
 from ..models.hf import HFMechanism
 from ..models.replace import MixerAttention

@@ -8,8 +8,8 @@ Each is Chen (2023) Table 3's structure: the projections ``W_Q``, ``W_K``, ``W_V
 
 from __future__ import annotations
 
-from ..mixers.base import QKVMixer
 from ..mixers.efficient import EfficientAttention
+from ..mixers.heads import QKVMixer
 from ..mixers.softmax import SoftmaxAttention
 from ..mixers.sparse import SparseFixedAttention, SparseStridedAttention
 from .opcounts import OpCounts, attention_pairs_ops, linears, matmul_ops, softmax_attention_ops, softmax_ops

@@ -4,10 +4,11 @@ counts are in :mod:`tokenmix.counting`, which imports the mixer classes (never t
 import importlib
 import pkgutil
 
-from .base import Mixer, QKVMixer, SpatialMixer
+from .base import Mixer, SpatialMixer
+from .heads import QKVMixer
 
 for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "base":
+    if _module.name not in ("base", "heads"):
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["Mixer", "QKVMixer", "SpatialMixer"]
+__all__ = ["Mixer", "QKVMixer", "GatedHeadsMixer", "SpatialMixer"]

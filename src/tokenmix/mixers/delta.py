@@ -13,7 +13,8 @@ from torch import Tensor
 from ..ops.delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, naive_recurrent_gated_delta_rule
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import GatedHeadsMixer, rms_norm
+from .base import rms_norm
+from .heads import GatedHeadsMixer
 
 __all__ = ["DeltaNet", "GatedDeltaNet"]
 

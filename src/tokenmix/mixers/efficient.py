@@ -8,7 +8,7 @@ from torch import Tensor
 from ..ops.kernel_attention import upcast_low_precision
 from ..ops.masked_softmax import masked_softmax
 from ..registry import register_mixer
-from .base import QKVMixer
+from .heads import QKVMixer
 
 
 def masked_softmax_over_positions(k: Tensor, mask: Tensor | None) -> Tensor:

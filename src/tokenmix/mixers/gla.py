@@ -14,7 +14,8 @@ from ..ops.gla import chunk_gla, chunk_simple_gla, fused_recurrent_gla, naive_re
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import GatedHeadsMixer, merge_heads, rms_norm
+from .base import merge_heads, rms_norm
+from .heads import GatedHeadsMixer
 
 __all__ = ["Retention", "GatedLinearAttention"]
 

@@ -20,7 +20,7 @@ from ..ops.kernel_attention import (
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import QKVMixer
+from .heads import QKVMixer
 
 
 def elu_feature_map(x: Tensor) -> Tensor:

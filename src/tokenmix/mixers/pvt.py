@@ -8,7 +8,8 @@ from torch import Tensor
 from ..ops.spatial import Attend, GridReducer, attend, attend_reference, reduce_grid, reduce_grid_reference
 from ..registry import register_mixer
 from ..validate import is_positive_int as _positive_int
-from .base import QKVMixer, SpatialMixer, merge_heads, split_heads
+from .base import SpatialMixer, merge_heads, split_heads
+from .heads import QKVMixer
 
 
 class ReducedKeyAttention(SpatialMixer):

@@ -19,7 +19,8 @@ from ..ops.spatial import (
 )
 from ..registry import register_mixer
 from ..validate import is_positive_int as _positive_int
-from .base import QKVMixer, SpatialMixer
+from .base import SpatialMixer
+from .heads import QKVMixer
 from .pvt import ReducedKeyAttention
 
 

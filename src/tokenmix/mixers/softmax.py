@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..ops.rotary import rotary_angles, rotate
 from ..registry import register_mixer
-from .base import QKVMixer
+from .heads import QKVMixer
 
 
 def attention_mask(n: int, mask: Tensor | None, causal: bool, device: torch.device) -> Tensor | None:

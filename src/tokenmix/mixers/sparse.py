@@ -42,7 +42,7 @@ from ..ops.sparse_patterns import (
 )
 from ..registry import register_mixer
 from ..validate import is_positive_int as _positive_int
-from .base import QKVMixer
+from .heads import QKVMixer
 
 __all__ = ["sparse_sets", "sparse_pattern", "fast_score_shape", "causal_keys", "SparseStridedAttention",
            "SparseFixedAttention"]

@@ -12,7 +12,8 @@ from torch import Tensor
 from ..ops.gla import chunk_simple_gla, fused_recurrent_simple_gla, naive_recurrent_gla
 from ..registry import building_projections, register_mixer
 from ..validate import is_positive_int
-from .base import GatedHeadsMixer, merge_heads, rms_norm, split_heads
+from .base import merge_heads, rms_norm, split_heads
+from .heads import GatedHeadsMixer
 
 __all__ = ["Mamba2"]
 

@@ -9,7 +9,8 @@ from torch import Tensor
 from ..ops.spatial import WindowAttention, window_attention, window_attention_reference, window_grid
 from ..registry import register_mixer
 from ..validate import is_positive_int as _positive_int
-from .base import QKVMixer, SpatialMixer
+from .base import SpatialMixer
+from .heads import QKVMixer
 
 
 @register_mixer(

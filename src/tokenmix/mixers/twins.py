@@ -7,7 +7,8 @@ from torch import Tensor
 
 from ..ops.spatial import WindowAttention, to_pair, window_attention, window_attention_reference, window_grid
 from ..registry import register_mixer
-from .base import QKVMixer, SpatialMixer
+from .base import SpatialMixer
+from .heads import QKVMixer
 from .pvt import SpatialReductionAttention
 
 # The LSA window, and the GSA sub-sampling that gives one representative per such window (Ruggeri (2022) §3.3).

@@ -12,12 +12,12 @@ from .layers import (
     POOLINGS,
     POSITIONALS,
     Positions,
-    mask_for_blocks,
     build_blocks,
     check_dropout,
     check_ids,
     check_init_std,
     check_mask,
+    mask_for_blocks,
 )
 from .patterns import pattern_names
 

@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..mixers.base import QKVMixer
+from ..mixers.heads import QKVMixer
 from ..registry import create_heads, mixer_info
 from .hf_checks import (
     attention_dropout,

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..mixers.base import QKVMixer
+from ..mixers.heads import QKVMixer
 from .hf import HFMechanism
 
 __all__ = ["recurrent_cache", "state_grows", "decodes_padding"]

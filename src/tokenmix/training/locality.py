@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..mixers.base import QKVMixer
+from ..mixers.heads import QKVMixer
 
 __all__ = ["local_mass", "LocalityMeter", "attention_locality"]
 
