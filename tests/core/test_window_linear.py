@@ -97,16 +97,20 @@ def test_every_length_against_every_window_with_padding(n):
         torch.testing.assert_close(mixer(changed, mask)[1, n // 2:], mixer(x, mask)[1, n // 2:])
 
 
-def test_decoding_keeps_a_fixed_size_state_and_equals_the_forward_pass():
+def test_decoding_keeps_a_bounded_state_and_equals_the_forward_pass():
+    """The state grows while the window fills, then keeps one size: w (2 d + F) + F (d + 1) numbers per head (and
+    the position counter)."""
     mixer = make(4)
     x = torch.randn(2, 15, 12, dtype=torch.float64)
-    state, outputs, sizes = mixer.init_state(2, dtype=torch.float64), [], set()
+    state, outputs, sizes = mixer.init_state(2, dtype=torch.float64), [], []
     for t in range(15):
         y, state = mixer.step(x[:, t], state)
         outputs.append(y)
-        sizes.add(sum(s.numel() for s in state.values()))
+        sizes.append(sum(s.numel() for s in state.values()))
     torch.testing.assert_close(torch.stack(outputs, 1), mixer(x), rtol=1e-9, atol=1e-10)
-    assert len(sizes) == 1
+    d, f = mixer.head_dim, mixer.feature_dim
+    assert set(sizes[3:]) == {2 * mixer.num_heads * (4 * (2 * d + f) + f * (d + 1)) + 1}
+    assert sizes[:4] == sorted(sizes[:4]) and len(set(sizes[:4])) == 4
     with pytest.raises(ValueError, match="window must be a positive int"):
         tokenmix.create_mixer("window_linear", 12, causal=True, window=0)
     with pytest.raises(ValueError, match="causal"):
