@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .conventions import check_heads, check_state, compute_dtype, finish
+
 __all__ = ["naive_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule", "chunk_gated_delta_rule",
            "naive_recurrent_delta_rule", "fused_recurrent_delta_rule", "chunk_delta_rule"]
 
@@ -39,20 +41,14 @@ def _prepare(name: str, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta:
              initial_state: Tensor | None, l2norm: bool) -> tuple[Tensor, ...]:
     """Checked inputs as (B, HV, T, ·) tensors in the compute dtype, q scaled; g zeros where None."""
     where = f"tokenmix.ops.delta_rule.{name}"
-    if q.dim() != 4 or k.shape != q.shape or v.dim() != 4 or v.shape[:2] != q.shape[:2]:
-        raise ValueError(f"{where}: q and k must be (B, T, H, K) and v (B, T, HV, V) with the same B and T; got "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    check_heads(where, q, k, v, grouped_values=True)
     b, t, h, dk = q.shape
     hv = v.shape[2]
-    if hv % h:
-        raise ValueError(f"{where}: the value heads ({hv}) must be a multiple of the query/key heads ({h})")
     for label, gate in (("beta", beta), ("g", g)):
         if gate is not None and tuple(gate.shape) != (b, t, hv):
             raise ValueError(f"{where}: {label} must be (B, T, HV) = {(b, t, hv)}, got {tuple(gate.shape)}")
-    if initial_state is not None and tuple(initial_state.shape) != (b, hv, dk, v.shape[3]):
-        raise ValueError(f"{where}: initial_state must be (B, HV, K, V) = {(b, hv, dk, v.shape[3])}, got "
-                         f"{tuple(initial_state.shape)}")
-    dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    check_state(where, initial_state, (b, hv, dk, v.shape[3]), "(B, HV, K, V)")
+    dtype = compute_dtype(q)
     if hv != h:
         q, k = q.repeat_interleave(hv // h, dim=2), k.repeat_interleave(hv // h, dim=2)
     q, k, v, beta = (x.transpose(1, 2).to(dtype) for x in (q, k, v, beta))
@@ -63,11 +59,6 @@ def _prepare(name: str, q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, beta:
     state = (torch.zeros(b, hv, dk, v.shape[-1], dtype=dtype, device=q.device) if initial_state is None
              else initial_state.to(dtype))
     return q, k, v, g, beta, state
-
-
-def _finish(o: Tensor, state: Tensor, dtype: torch.dtype, output_final_state: bool) -> tuple[Tensor, Tensor | None]:
-    """(B, HV, T, V) back to (B, T, HV, V) in the inputs' dtype; the state only if asked for."""
-    return o.transpose(1, 2).to(dtype), (state if output_final_state else None)
 
 
 def naive_recurrent_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
@@ -86,7 +77,7 @@ def naive_recurrent_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor,
         transition = g[:, :, t, None, None].exp() * (eye - bt * kt[..., :, None] * kt[..., None, :])
         state = transition @ state + bt * kt[..., :, None] * v[:, :, t, None, :]
         outputs.append((state * q[:, :, t, :, None]).sum(-2))
-    return _finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
+    return finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
 
 
 def fused_recurrent_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
@@ -105,7 +96,7 @@ def fused_recurrent_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor,
         write = beta[:, :, t, None] * (v[:, :, t] - (state * kt[..., None]).sum(-2))
         state = state + kt[..., :, None] * write[..., None, :]
         outputs.append((state * q[:, :, t, :, None]).sum(-2))
-    return _finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
+    return finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
 
 
 def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float | None = None,
@@ -149,7 +140,7 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
         outputs.append(q_c @ state + scores_c @ writes)
         state = end_decay[..., None, None] * state + k_c.transpose(-1, -2) @ writes
     o = torch.cat(outputs, dim=2)[:, :, :t]
-    return _finish(o, state, dtype, output_final_state)
+    return finish(o, state, dtype, output_final_state)
 
 
 def naive_recurrent_delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, scale: float | None = None,

@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .conventions import check_heads, check_state, compute_dtype, finish
+
 __all__ = ["naive_recurrent_gla", "fused_recurrent_gla", "chunk_gla", "fused_recurrent_simple_gla",
            "chunk_simple_gla", "fused_recurrent_retention", "chunk_retention", "retention_decays"]
 
@@ -41,18 +43,14 @@ def _prepare(name: str, q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, pe
     """Checked inputs as (B, H, T, ·) tensors in the compute dtype, q scaled; the log decay as (B, H, T, K) or
     (B, H, T, 1), zeros where None."""
     where = f"tokenmix.ops.gla.{name}"
-    if q.dim() != 4 or k.shape != q.shape or v.dim() != 4 or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"{where}: q and k must be (B, T, H, K) and v (B, T, H, V) with the same B, T and H; got "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    check_heads(where, q, k, v)
     b, t, h, dk = q.shape
     want = (b, t, h, dk) if per_key else (b, t, h)
     if gate is not None and tuple(gate.shape) != want:
         raise ValueError(f"{where}: the log decay must be {'(B, T, H, K)' if per_key else '(B, T, H)'} = {want}, got "
                          f"{tuple(gate.shape)}")
-    if initial_state is not None and tuple(initial_state.shape) != (b, h, dk, v.shape[3]):
-        raise ValueError(f"{where}: initial_state must be (B, H, K, V) = {(b, h, dk, v.shape[3])}, got "
-                         f"{tuple(initial_state.shape)}")
-    dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    check_state(where, initial_state, (b, h, dk, v.shape[3]), "(B, H, K, V)")
+    dtype = compute_dtype(q)
     q, k, v = (x.transpose(1, 2).to(dtype) for x in (q, k, v))
     if gate is None:
         gate = torch.zeros(b, h, t, 1, dtype=dtype, device=q.device)
@@ -63,11 +61,6 @@ def _prepare(name: str, q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, pe
     state = (torch.zeros(b, h, dk, v.shape[-1], dtype=dtype, device=q.device) if initial_state is None
              else initial_state.to(dtype))
     return q, k, v, gate, state
-
-
-def _finish(o: Tensor, state: Tensor, dtype: torch.dtype, output_final_state: bool) -> tuple[Tensor, Tensor | None]:
-    """(B, H, T, V) back to (B, T, H, V) in the inputs' dtype; the state only if asked for."""
-    return o.transpose(1, 2).to(dtype), (state if output_final_state else None)
 
 
 def _scalar_gate(name: str, q: Tensor, g: Tensor | None, g_gamma: Tensor | None) -> Tensor | None:
@@ -93,7 +86,7 @@ def naive_recurrent_gla(q: Tensor, k: Tensor, v: Tensor, gk: Tensor | None, scal
         state = torch.diag_embed(gate[:, :, t].exp().expand(*q.shape[:2], q.shape[-1])) @ state \
             + k[:, :, t, :, None] @ v[:, :, t, None, :]
         outputs.append((q[:, :, t, None, :] @ state)[:, :, 0])
-    return _finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
+    return finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
 
 
 def _recurrent(name: str, q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, per_key: bool, scale: float | None,
@@ -104,7 +97,7 @@ def _recurrent(name: str, q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, 
     for t in range(q.shape[2]):
         state = state * gate[:, :, t, :, None].exp() + k[:, :, t, :, None] * v[:, :, t, None, :]
         outputs.append((state * q[:, :, t, :, None]).sum(-2))
-    return _finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
+    return finish(torch.stack(outputs, dim=2), state, dtype, output_final_state)
 
 
 def _chunked(name: str, q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, per_key: bool, scale: float | None,
@@ -134,7 +127,7 @@ def _chunked(name: str, q: Tensor, k: Tensor, v: Tensor, gate: Tensor | None, pe
     for q_c, scores_c, v_c, k_c, end_decay in chunks:
         outputs.append(q_c @ state + scores_c @ v_c)
         state = end_decay[..., None] * state + k_c.transpose(-1, -2) @ v_c
-    return _finish(torch.cat(outputs, dim=2)[:, :, :t], state, dtype, output_final_state)
+    return finish(torch.cat(outputs, dim=2)[:, :, :t], state, dtype, output_final_state)
 
 
 def fused_recurrent_gla(q: Tensor, k: Tensor, v: Tensor, gk: Tensor | None = None, gv: Tensor | None = None,

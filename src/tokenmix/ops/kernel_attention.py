@@ -88,6 +88,14 @@ def _check(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, key_log_sca
         raise ValueError(f"kernel_attention: key_log_scale must be (B, H, N), got {tuple(key_log_scale.shape)}")
 
 
+def _prepared(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, normalize: bool) -> tuple[Tensor, ...]:
+    """q, k and the values in the compute dtype, padded keys zeroed, ``[v, 1]`` when normalised."""
+    q, k, v = upcast_low_precision(q, k, v)
+    if key_mask is not None:
+        k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
+    return q, k, with_ones(v) if normalize else v
+
+
 def kernel_attention(
     q: Tensor,
     k: Tensor,
@@ -123,10 +131,7 @@ def kernel_attention(
     if key_log_scale is not None:
         raise ValueError("kernel_attention: key_log_scale is for the causal form only")
     out_dtype = v.dtype
-    q, k, v = upcast_low_precision(q, k, v)
-    if key_mask is not None:
-        k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
-    values = with_ones(v) if normalize else v
+    q, k, values = _prepared(q, k, v, key_mask, normalize)
     out = q @ (k.transpose(-2, -1) @ values)
     return (_normalise(out, eps) if normalize else out).to(out_dtype)
 
@@ -169,10 +174,7 @@ def causal_kernel_attention(
         raise ValueError(f"causal_kernel_attention: initial_log_scale must be (B, H) = {(b, h)}, got "
                          f"{tuple(initial_log_scale.shape)}")
     out_dtype = v.dtype
-    q, k, v = upcast_low_precision(q, k, v)
-    if key_mask is not None:
-        k = k.masked_fill(~key_mask[:, None, :, None], 0.0)  # not a product: inf * 0 would be NaN
-    values = with_ones(v) if normalize else v
+    q, k, values = _prepared(q, k, v, key_mask, normalize)
     state = None if initial_state is None else initial_state.to(q.dtype)
     if q.shape[2] == 0:  # nothing to add: the state as it was
         final = q.new_zeros(b, h, f, width) if state is None else state

@@ -32,6 +32,7 @@ import math
 import torch
 from torch import Tensor
 
+from .conventions import check_heads, compute_dtype
 from .kernel_attention import causal_kernel_attention, divide_away_from_zero, kernel_attention_step
 
 __all__ = ["naive_recurrent_linear_attn", "fused_recurrent_linear_attn", "chunk_linear_attn",
@@ -43,9 +44,7 @@ State = Tensor | tuple[Tensor, Tensor]
 
 def _check(name: str, q: Tensor, k: Tensor, v: Tensor, initial_state: State | None, normalize: bool) -> None:
     where = f"tokenmix.ops.linear_attn.{name}"
-    if q.dim() != 4 or k.shape != q.shape or v.dim() != 4 or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"{where}: q and k must be (B, T, H, K) and v (B, T, H, V) with the same B, T and H; got "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    check_heads(where, q, k, v)
     if not isinstance(normalize, bool):
         raise ValueError(f"{where}: normalize must be a bool, got {normalize!r}")
     if initial_state is None:
@@ -68,10 +67,6 @@ def _check(name: str, q: Tensor, k: Tensor, v: Tensor, initial_state: State | No
         raise ValueError(f"{where}: the state's S must be (B, H, K, V) = {want_s}, got {tuple(s.shape)}")
 
 
-def _dtype(q: Tensor) -> torch.dtype:
-    return torch.float64 if q.dtype == torch.float64 else torch.float32
-
-
 def _joined(initial_state: State | None, normalize: bool, dtype: torch.dtype) -> Tensor | None:
     """The state as one (B, H, K, V [+ 1]) tensor: S with z as its last column when normalised."""
     if initial_state is None:
@@ -92,7 +87,7 @@ def naive_recurrent_linear_attn(q: Tensor, k: Tensor, v: Tensor, scale: float | 
                                 normalize: bool = False, *, eps: float = 1e-10) -> tuple[Tensor, State | None]:
     """The reference: the recurrence as written, one token at a time."""
     _check("naive_recurrent_linear_attn", q, k, v, initial_state, normalize)
-    out_dtype, dtype = v.dtype, _dtype(q)
+    out_dtype, dtype = v.dtype, compute_dtype(q)
     b, t, h, dk = q.shape
     q, k, v = (x.to(dtype) for x in (q, k, v))
     q = q * (dk ** -0.5 if scale is None else scale)
@@ -122,7 +117,7 @@ def fused_recurrent_linear_attn(q: Tensor, k: Tensor, v: Tensor, scale: float | 
     """The recurrent form decoding runs (any T; O(K V) per token): one
     :func:`~tokenmix.ops.kernel_attention.kernel_attention_step` per token."""
     _check("fused_recurrent_linear_attn", q, k, v, initial_state, normalize)
-    out_dtype, dtype = v.dtype, _dtype(q)
+    out_dtype, dtype = v.dtype, compute_dtype(q)
     q, k, v = (x.to(dtype) for x in (q, k, v))
     q = q * (q.shape[-1] ** -0.5 if scale is None else scale)
     state = _joined(initial_state, normalize, dtype)
@@ -143,7 +138,7 @@ def chunk_linear_attn(q: Tensor, k: Tensor, v: Tensor, scale: float | None = Non
     """The chunked form: inside a chunk of ``chunk_size`` tokens the masked product, across chunks the state
     (:func:`~tokenmix.ops.kernel_attention.causal_kernel_attention`; default chunk about sqrt(K V))."""
     _check("chunk_linear_attn", q, k, v, initial_state, normalize)
-    out_dtype, dtype = v.dtype, _dtype(q)
+    out_dtype, dtype = v.dtype, compute_dtype(q)
     q, k, v = (x.to(dtype).transpose(1, 2) for x in (q, k, v))
     q = q * (q.shape[-1] ** -0.5 if scale is None else scale)
     o, state = causal_kernel_attention(q, k, v, initial_state=_joined(initial_state, normalize, dtype),

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..validate import is_positive_int
+from .conventions import check_heads, compute_dtype
 from .kernel_attention import causal_kernel_attention, divide_away_from_zero, with_ones
 
 __all__ = ["WindowLinearState", "naive_window_linear_attn", "fused_recurrent_window_linear_attn",
@@ -57,9 +58,7 @@ Weight = float | Tensor
 def _check(name: str, q: Tensor, k: Tensor, v: Tensor, q_features: Tensor, k_features: Tensor, window: int,
            weights: tuple[Weight, Weight], initial_state: WindowLinearState | None) -> None:
     where = f"tokenmix.ops.window_linear.{name}"
-    if q.dim() != 4 or k.shape != q.shape or v.dim() != 4 or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"{where}: q and k must be (B, T, H, K) and v (B, T, H, V) with the same B, T and H; got "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    check_heads(where, q, k, v)
     if q_features.dim() != 4 or k_features.shape != q_features.shape or q_features.shape[:3] != q.shape[:3]:
         raise ValueError(f"{where}: q_features and k_features must be (B, T, H, F) alike, with q's B, T and H; got "
                          f"{tuple(q_features.shape)}, {tuple(k_features.shape)}")
@@ -86,10 +85,6 @@ def _check(name: str, q: Tensor, k: Tensor, v: Tensor, q_features: Tensor, k_fea
         raise ValueError(f"{where}: the state holds {length} window tokens, more than window={window}")
 
 
-def _dtype(q: Tensor) -> torch.dtype:
-    return torch.float64 if q.dtype == torch.float64 else torch.float32
-
-
 def _per_head(weight: Weight, dtype: torch.dtype, device: torch.device) -> Tensor:
     """A float or (H,) weight as a (1, H, 1, 1) tensor, to broadcast over (B, H, T, ·)."""
     return torch.as_tensor(weight, device=device).to(dtype).reshape(1, -1, 1, 1)
@@ -107,7 +102,7 @@ def empty_window_linear_state(b: int, h: int, dk: int, f: int, dv: int, dtype: t
 def _inputs(q: Tensor, k: Tensor, v: Tensor, q_features: Tensor, k_features: Tensor, scale: float | None,
             initial_state: WindowLinearState | None) -> tuple[tuple[Tensor, ...], WindowLinearState]:
     """The inputs in the compute dtype, q scaled, and the state (an empty one where None)."""
-    dtype = _dtype(q)
+    dtype = compute_dtype(q)
     b, _, h, dk = q.shape
     q, k, v, q_features, k_features = (x.to(dtype) for x in (q, k, v, q_features, k_features))
     q = q * (dk ** -0.5 if scale is None else scale)
