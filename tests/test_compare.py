@@ -536,3 +536,23 @@ def test_a_claim_naming_an_unknown_label_is_refused_when_the_file_is_loaded(tmp_
     assert load_experiment(path).claims[0]["b"] == "linear"
     # the claims name the labels of the file as written: a --set that leaves a run out is no typo
     assert [e.label for e in load_experiment(path, ["mixers=['softmax']"]).mixers] == ["softmax"]
+
+
+def test_claims_on_a_retired_task_are_refused_when_the_file_loads(tmp_path):
+    """The byte-text and retrieval stand-ins are retired (their shortcut ceilings, 0.91-0.95, are far above what
+    LRA's Transformer scores on the tasks they stand for): a file with claims on one is refused, naming the task
+    and why; a pilot without claims still loads, and so does a file whose claims are on a task in service."""
+    from tokenmix.tasks import task_info
+
+    assert "byte 4-grams" in task_info("lra_text").retired and "byte" in task_info("lra_retrieval").retired
+    assert task_info("mqar").retired is None
+    pilot = ROOT / "experiments" / "001-kerformer-lra-pilot-text.toml"
+    claimed = tmp_path / "claimed.toml"
+    claimed.write_text(pilot.read_text() + '\n[[claims]]\ntext = "softmax beats the mlp"\npaper = "none"\n'
+                       'a = "softmax"\nb = "mlp"\nmeasure = "value"\nkind = "greater"\n')
+    with pytest.raises(ValueError, match="task .lra_text. is retired as a stand-in for LRA Text.*No claim may be"):
+        load_experiment(claimed)
+    with pytest.raises(ValueError, match="task .lra_retrieval. is retired"):
+        load_experiment(claimed, ["task.name='lra_retrieval'"])
+    assert load_experiment(claimed, ["task.name='reviews'", "task.preset='quick'"]).task["name"] == "reviews"
+    assert load_experiment(pilot).task["name"] == "lra_text"

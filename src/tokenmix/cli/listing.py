@@ -32,5 +32,10 @@ def run(args: argparse.Namespace) -> None:
 
     print()
     headers = ["task", "kind", "metric", "source"]
-    rows = [[n, task_info(n).kind, task_info(n).metric, task_info(n).source] for n in list_tasks()]
+    rows = [[n + (" (retired)" if task_info(n).retired else ""), task_info(n).kind, task_info(n).metric,
+             task_info(n).source] for n in list_tasks()]
     print_table(headers, rows, max_width=None if args.wide else WIDTH)
+    retired = [n for n in list_tasks() if task_info(n).retired]
+    if retired:
+        print(f"\nretired: {', '.join(retired)}; they train, but no claim may be judged on them (why: each task's "
+              f"docstring)")

@@ -62,6 +62,7 @@ class TaskInfo:
     source: str
     options: tuple[str, ...]
     seed_draws: str = ""  # what the task's ``seed`` draws, in words (the report says it for `[task] seed = "run"`)
+    retired: str | None = None  # why no claim may be judged on the task any more (None: it may)
 
     @property
     def higher_is_better(self) -> bool:

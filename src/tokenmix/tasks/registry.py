@@ -14,14 +14,18 @@ T = TypeVar("T", bound=type)
 
 
 def register_task(name: str, *, description: str, kind: str, metric: str, source: str,
-                  seed_draws: str) -> Callable[[T], T]:
+                  seed_draws: str, retired: str | None = None) -> Callable[[T], T]:
     """Class decorator registering a :class:`Task` subclass; its options are its ``__init__`` keywords.
     ``seed_draws``: what the ``seed`` option draws, a clause that says whether the test set varies with it
-    (e.g. "every example of every split (generated from it)", "nothing: the splits are the dataset's")."""
+    (e.g. "every example of every split (generated from it)", "nothing: the splits are the dataset's").
+    ``retired``: why no claim may be judged on the task any more (it still trains, for pilots and users);
+    experiment files with claims on it are refused when they load."""
     if kind not in KINDS:
         raise ValueError(f"task {name!r}: unknown kind {kind!r}")
     if not isinstance(seed_draws, str) or not seed_draws.strip():
         raise ValueError(f"task {name!r}: seed_draws must say what the task's seed draws")
+    if retired is not None and (not isinstance(retired, str) or not retired.strip()):
+        raise ValueError(f"task {name!r}: retired must say why (a sentence), or be None")
 
     def decorate(cls: T) -> T:
         if name in _TASKS:
@@ -37,7 +41,7 @@ def register_task(name: str, *, description: str, kind: str, metric: str, source
             stated = list(inspect.signature(cls.stated_shape).parameters.values())
             if stated != [p for p in params.values() if p.name != "self"]:
                 raise TypeError(f"task {name!r}: stated_shape must take exactly the constructor's options")
-        cls.info = TaskInfo(name, description, kind, metric, source, options, seed_draws)
+        cls.info = TaskInfo(name, description, kind, metric, source, options, seed_draws, retired)
         _TASKS[name] = cls
         return cls
 

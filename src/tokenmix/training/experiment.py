@@ -266,9 +266,20 @@ def load_experiment(path: str | Path | None = None, overrides: list[str] | None 
     experiment = Experiment.from_dict(data)
     if written.get("claims"):
         # the claims name the labels of the file as written: a budget or --set may leave some runs out
-        _check_claim_labels(Experiment.from_dict(written) if budget or overrides else experiment,
-                            "the embedded default" if path is None else str(path))
+        where = "the embedded default" if path is None else str(path)
+        _refuse_retired(experiment.task["name"], where)  # the task that runs, after any --set
+        _check_claim_labels(Experiment.from_dict(written) if budget or overrides else experiment, where)
     return experiment
+
+
+def _refuse_retired(task: str, where: str) -> None:
+    """Claims on a retired task (``register_task(..., retired=why)``) are refused when the file loads."""
+    from ..tasks import task_info
+
+    why = task_info(task).retired
+    if why:
+        fail(f"{where}: task {task!r} is retired {why} No claim may be judged on it: drop the claims (a pilot without "
+             f"claims still runs) or use another task")
 
 
 def _check_claim_labels(experiment: Experiment, where: str) -> None:
