@@ -8,6 +8,7 @@ import torch
 import tokenmix
 from conftest import assert_matches_reference, assert_padding_invisible, lengths_mask
 from tokenmix.mixers import extractor
+from tokenmix.ops import causal_conv
 from tokenmix.mixers.extractor import FFT_MIN_TAPS, choose_path, fft_size
 
 NAMES = ["extractor_she", "extractor_he", "extractor_we", "extractor_me"]
@@ -105,7 +106,7 @@ def test_paths_match_reference_float64(name, n, path, padded):
 @pytest.mark.parametrize("n", [1, 5, 16, 40])
 def test_she_direct_tiling_matches_reference(n, monkeypatch):
     """The SHE's direct path tiles positions and taps (for long inputs); tiny tiles give the same result."""
-    monkeypatch.setattr(extractor, "_MATRIX_TILE", 3)
+    monkeypatch.setattr(causal_conv, "_MATRIX_TILE", 3)
     mixer = make("extractor_she", path="direct")
     mask = lengths_mask([n, max(1, n - 7)], n)
     assert_matches_reference(mixer, torch.randn(2, n, DIM, dtype=torch.float64), mask)
@@ -228,14 +229,14 @@ def test_auto_path_selection():
 def test_auto_forward_calls_the_selected_path(name, monkeypatch):
     mixer = make(name, dim=4, max_len=128, scale=None)
     calls = []
-    for fn in ["_conv_direct", "_conv_fft"]:
+    for fn in ["conv_direct", "conv_fft"]:
         original = getattr(extractor, fn)
         monkeypatch.setattr(extractor, fn, lambda *a, _f=original, _n=fn: calls.append(_n) or _f(*a))
     short, long = FFT_MIN_TAPS[mixer.kind] - 1, FFT_MIN_TAPS[mixer.kind]
-    for n, expected in [(short, "_conv_direct"), (long, "_conv_fft"), (300, "_conv_fft")]:
+    for n, expected in [(short, "conv_direct"), (long, "conv_fft"), (300, "conv_fft")]:
         calls.clear()
         mixer(torch.randn(1, n, 4, dtype=torch.float64))
-        assert calls == [expected] and mixer.resolved_path(n) == expected[len("_conv_"):]
+        assert calls == [expected] and mixer.resolved_path(n) == expected[len("conv_"):]
 
 
 def test_fft_size_is_smooth_and_large_enough():
@@ -255,8 +256,8 @@ def test_cpu_half_precision_convolves_in_float32(name, dtype, monkeypatch):
     """CPU conv1d in bfloat16 is wrong for some shapes on AMX CPUs (PyTorch 2.13) and float16 is very slow: the
     direct path convolves in float32 there, whatever the CPU, and returns the input's dtype."""
     seen = []
-    real = extractor.F.conv1d
-    monkeypatch.setattr(extractor.F, "conv1d",
+    real = causal_conv.F.conv1d
+    monkeypatch.setattr(causal_conv.F, "conv1d",
                         lambda x, w, *a, **k: seen.append((x.dtype, w.dtype)) or real(x, w, *a, **k))
     mixer = make(name, dtype=dtype, path="direct")
     y = mixer(torch.randn(2, 40, DIM, dtype=dtype), lengths_mask([40, 21], 40))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..ops.causal_conv import chunk_causal_conv, fused_recurrent_causal_conv
 from ..registry import register_mixer
 from ..validate import is_positive_int
 from .base import Mixer
@@ -36,7 +39,7 @@ class BaseConv(Mixer):
     Causal: the filter covers positions ``t - k + 1 .. t`` (PyTorch's ``conv1d`` with ``k - 1`` zeros on the
     left, Zoology's ``ShortConvolution``); bidirectional: ``k`` odd, centred on ``t``. Padded positions are
     zeroed before the filter, so they are invisible to real ones, and their outputs are zero. Decoding (causal):
-    the last ``k - 1`` inputs, O(d k) per token.
+    the last ``k - 1`` inputs, O(d k) per token (:mod:`tokenmix.ops.causal_conv`); a prompt continues it in one pass.
 
     Options:
         kernel_size: the filter's taps ``k`` (Zoology's default 3).
@@ -89,12 +92,24 @@ class BaseConv(Mixer):
         x = self._masked(x, mask)
         return self.projection(x) * self._filtered_reference(x)
 
+    def _taps(self) -> Tensor:
+        """The filter as :mod:`tokenmix.ops.causal_conv` takes it: (k, d), ``taps[j]`` meets the input j back."""
+        return self.conv.weight[:, 0, :].flip(-1).T
+
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         return {"window": torch.zeros(batch_size, self.kernel_size - 1, self.dim, device=device, dtype=dtype)}
 
+    def _continue(self, x: Tensor, state: dict[str, Tensor], form) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens (B, L, d) continuing the state (the last k - 1 inputs) with one of
+        :mod:`tokenmix.ops.causal_conv`'s forms."""
+        filtered, window = form(x, self._taps(), self.conv.bias, initial_state=state["window"],
+                                output_final_state=True)
+        return self.projection(x) * filtered, {"window": window}
+
     def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        window = torch.cat([state["window"], x_t[:, None]], dim=1)  # (B, k, d): inputs t - k + 1 .. t
-        filtered = (window * self.conv.weight[:, 0, :].T).sum(dim=1)
-        if self.conv.bias is not None:
-            filtered = filtered + self.conv.bias
-        return self.projection(x_t) * filtered, {"window": window[:, 1:]}
+        y, state = self._continue(x_t[:, None], state, fused_recurrent_causal_conv)
+        return y[:, 0], state
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """A prompt in one pass (the direct convolution over the state's inputs and the prompt's)."""
+        return self._continue(x, state, functools.partial(chunk_causal_conv, path="direct"))

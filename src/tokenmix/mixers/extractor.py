@@ -37,23 +37,33 @@ taps), independent of both paths.
 
 Padding: padded inputs (``mask`` False) are zeroed before the convolution (for the HE after ``W^in_ext``,
 whose bias would otherwise leak), so they never reach a real position; with right padding each row's
-real outputs equal the row run alone. Incremental decoding keeps the last ``l`` convolution inputs in a
-shift register (newest first): O(l d) per token (O(l d^2) for the SHE, as Chen (2023) Table 5 counts).
+real outputs equal the row run alone. Incremental decoding keeps the last ``l - 1`` convolution inputs
+(:mod:`tokenmix.ops.causal_conv`, whose functions compute the convolution in every form): O(l d) per token
+(O(l d^2) for the SHE, as Chen (2023) Table 5 counts); a prompt continues it in one pass.
 
 Initialisation as in Chen (2023) §6: weights ``N(0, 0.01^2)``, biases zero.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import ClassVar
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.fft_conv import causal_conv_matrix_fft, fft_size, overlap_add, to_blocks
+from ..ops.causal_conv import (
+    FFT_MIN_TAPS,
+    choose_path,
+    chunk_causal_conv,
+    conv_direct,
+    conv_fft,
+    conv_reference,
+    fused_recurrent_causal_conv,
+)
+from ..ops.fft_conv import fft_size
 from ..ops.init import normal_init_
 from ..registry import register_mixer
 from .base import Mixer
@@ -63,111 +73,6 @@ __all__ = ["Extractor", "SHE", "HE", "WE", "ME", "FFT_MIN_TAPS", "choose_path", 
 _PATHS = ("auto", "direct", "fft")
 _PAPER = "Chen (2023), Attention Is Not All You Need Anymore, section 5"
 _INIT_STD = 0.01  # Chen (2023) §6
-
-# path="auto" uses the FFT from this many taps in use, min(N, max_len), on. Measured on a 2-core CPU
-# (torch 2.13, dim 128, batch 4, float32, forward + backward, N = l and N = 4 l): the FFT path is as fast
-# as or faster than the direct one from about 32-48 taps (vectors, scalars) and 64-96 taps (matrices, or
-# 32 when N >= 4 l) on, and 2-4x faster from 128 taps on; 64 is a round crossover for all three.
-FFT_MIN_TAPS: dict[str, int] = {"matrix": 64, "vector": 64, "scalar": 64}
-
-# Tile (positions and taps) of the SHE's direct path (see _conv_direct_matrix).
-_MATRIX_TILE = 512
-
-
-def choose_path(path: str, n: int, taps: int, kind: str) -> str:
-    """The computation ``path`` resolves to for a length-``n`` input and ``taps`` = max_len taps.
-
-    ``"auto"`` gives ``"fft"`` when ``min(n, taps) >= FFT_MIN_TAPS[kind]`` and ``"direct"`` otherwise
-    (the direct cost grows with the taps in use, the FFT's only with their logarithm).
-    """
-    if path != "auto":
-        return path
-    return "fft" if min(n, taps) >= FFT_MIN_TAPS[kind] else "direct"
-
-
-def _apply_taps(window: Tensor, w: Tensor, kind: str) -> Tensor:
-    """``sum_k window[:, k] (x) w[k]``: window (B, K, d), w (K, ...) -> (B, d)."""
-    if kind == "matrix":  # one (B, K d) x (K d, d) product: einsum would copy the K d x d taps per call
-        return window.reshape(window.shape[0], -1) @ w.reshape(-1, w.shape[-1])
-    if kind == "vector":
-        return (window * w).sum(1)
-    return torch.einsum("bkc,k->bc", window, w)
-
-
-def _conv_direct(u: Tensor, w: Tensor, kind: str) -> Tensor:
-    """Causal convolution ``y_i = sum_k u_{i-k} (x) w[k]`` (k = 0..K-1) with conv1d; u (B, N, d).
-
-    On the CPU, half-precision inputs are convolved in float32 and the result cast back: PyTorch 2.13's
-    bfloat16 conv1d returns wrong values for some shapes on CPUs with AMX (16 taps over 6 channels: errors as
-    large as the outputs), and its float16 conv1d is orders of magnitude slower there."""
-    if u.device.type == "cpu" and u.dtype in (torch.float16, torch.bfloat16):
-        with torch.autocast(device_type="cpu", enabled=False):
-            return _conv_direct(u.float(), w.float(), kind).to(u.dtype)
-    if kind == "matrix":
-        return _conv_direct_matrix(u, w)
-    d, k = u.shape[2], w.shape[0]
-    ut = F.pad(u.transpose(1, 2), (k - 1, 0))  # (B, d, N + K - 1): zeros before the first input
-    flipped = w.flip(0)  # conv1d correlates: its last kernel element meets the current input
-    if kind == "vector":
-        y = F.conv1d(ut, flipped.t().unsqueeze(1), groups=d)  # weight (d, 1, K)
-    else:
-        y = F.conv1d(ut, flipped.view(1, 1, k).expand(d, 1, k), groups=d)  # one kernel, every channel
-    return y.transpose(1, 2)
-
-
-def _conv_direct_matrix(u: Tensor, w: Tensor) -> Tensor:
-    """:func:`_conv_direct` for d x d taps, tiled: blocks of up to ``_MATRIX_TILE`` outputs (moved into the
-    batch) times chunks of up to ``_MATRIX_TILE`` taps. CPU conv1d's backward falls off a cliff for long
-    inputs with long kernels (minutes at N = 4096 with 512 taps x 128 x 128); tiles keep its usual speed."""
-    b, n, d = u.shape
-    k = w.shape[0]
-    tp = min(_MATRIX_TILE, n)  # outputs per block
-    nb = -(-n // tp)
-    up = F.pad(u.transpose(1, 2), (k - 1, nb * tp - n))  # (B, d, K - 1 + nb tp): zeros before the start
-    y = None
-    for c0 in range(0, k, _MATRIX_TILE):  # taps c0..c1-1 meet the inputs c0..c1-1 positions back
-        c1 = min(k, c0 + _MATRIX_TILE)
-        seg = up[:, :, k - c1: k - 1 - c0 + nb * tp]  # (B, d, nb tp + c1 - c0 - 1)
-        windows = seg.unfold(2, tp + c1 - c0 - 1, tp).permute(0, 2, 1, 3).reshape(b * nb, d, -1)
-        part = F.conv1d(windows, w[c0:c1].flip(0).permute(2, 1, 0))  # (B nb, d, tp); weight (d_out, d_in, .)
-        y = part if y is None else y + part
-    assert y is not None
-    return y.view(b, nb, d, tp).transpose(2, 3).reshape(b, nb * tp, d)[:, :n]
-
-
-def _conv_fft(u: Tensor, w: Tensor, kind: str) -> Tensor:
-    """The same convolution by overlap-add FFT with blocks of ``P = K`` positions (K = taps in use); matrix
-    taps go to :func:`tokenmix.ops.fft_conv.causal_conv_matrix_fft` (hand-written backward)."""
-    dtype = torch.float32 if u.dtype in (torch.float16, torch.bfloat16) else u.dtype
-    if kind == "matrix":
-        with torch.autocast(device_type=u.device.type, enabled=False):
-            return causal_conv_matrix_fft(u.to(dtype), w.to(dtype)).to(u.dtype)
-    p = w.shape[0]
-    length = fft_size(2 * p)  # a block's linear convolution has 2P - 1 <= length samples: no wrap
-    with torch.autocast(device_type=u.device.type, enabled=False):
-        spec = torch.fft.rfft(to_blocks(u.to(dtype), p), n=length, dim=2)  # (B, nb, F, d)
-        taps = torch.fft.rfft(w.to(dtype), n=length, dim=0)  # (F, ...)
-        if kind == "vector":
-            spec = spec * taps
-        else:
-            spec = spec * taps[:, None]
-        y = torch.fft.irfft(spec, n=length, dim=2)[:, :, : 2 * p]  # (B, nb, 2P, d)
-        y = overlap_add(y, p, u.shape[1])  # each block's tail is added to the next block
-    return y.to(u.dtype)
-
-
-def _conv_reference(u: Tensor, w: Tensor, kind: str) -> Tensor:
-    """Literally ``e_i = sum_{j=max(1, i-l+1)}^{i} u_j (x) w_{i-j+1}`` (1-based), one term at a time."""
-    n, taps = u.shape[1], w.shape[0]
-    rows = []
-    for i in range(n):
-        acc = torch.zeros_like(u[:, 0])
-        for j in range(max(0, i - taps + 1), i + 1):
-            tap = w[i - j]  # w_{i-j+1} in the paper's 1-based indexing
-            acc = acc + (u[:, j] @ tap if kind == "matrix" else u[:, j] * tap)
-        rows.append(acc)
-    return torch.stack(rows, dim=1)
-
 
 class Extractor(Mixer):
     """Shared machinery of the four Extractors; subclasses define the taps and the parts around them.
@@ -219,12 +124,12 @@ class Extractor(Mixer):
         # taps beyond position N never meet an input (no slice when all are used: its backward would
         # allocate and fill a zero gradient of every tap, which costs as much as an FFT for the SHE)
         w = self.w_ext if n >= self.taps else self.w_ext[:n]
-        conv = _conv_fft if self.resolved_path(n) == "fft" else _conv_direct
+        conv = conv_fft if self.resolved_path(n) == "fft" else conv_direct
         return self._finish(x, conv(self._masked_conv_input(x, mask), w, self.kind)).to(x.dtype)
 
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """The literal double sum of the equations."""
-        ext = _conv_reference(self._masked_conv_input(x, mask), self.w_ext, self.kind)
+        ext = conv_reference(self._masked_conv_input(x, mask), self.w_ext, self.kind)
         return self._finish(x, ext).to(x.dtype)
 
     def _masked_conv_input(self, x: Tensor, mask: Tensor | None) -> Tensor:
@@ -235,21 +140,35 @@ class Extractor(Mixer):
     # -- incremental decoding -----------------------------------------------------------------
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         return {
-            # window[:, k] is the convolution input k positions back (zeros before the first token)
-            "window": torch.zeros(batch_size, self.taps, self.dim, device=device, dtype=dtype),
+            # the last l - 1 convolution inputs, oldest first (zeros before the first token): tokenmix.ops.causal_conv
+            "window": torch.zeros(batch_size, self.taps - 1, self.dim, device=device, dtype=dtype),
             "pos": torch.zeros((), dtype=torch.long, device=device),  # tokens seen so far
         }
 
-    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    def _window(self, batch_size: int, state: dict[str, Tensor]) -> Tensor:
         window = state.get("window") if isinstance(state, dict) else None
-        if not isinstance(window, Tensor) or window.shape != (x_t.shape[0], self.taps, self.dim):
-            self._fail(f"state must come from init_state({x_t.shape[0]}) or step(); "
-                       f"expected a window of shape {(x_t.shape[0], self.taps, self.dim)}")
-        u_t = self._conv_input(x_t).to(window.dtype)
-        window = torch.cat([u_t[:, None], window[:, :-1]], dim=1)  # shift register, newest first
-        ext = _apply_taps(window, self.w_ext.to(window.dtype), self.kind)
-        y_t = self._finish(x_t, ext.to(x_t.dtype)).to(x_t.dtype)
-        return y_t, {"window": window, "pos": state["pos"] + 1}
+        if not isinstance(window, Tensor) or window.shape != (batch_size, self.taps - 1, self.dim):
+            self._fail(f"state must come from init_state({batch_size}) or step(); "
+                       f"expected a window of shape {(batch_size, self.taps - 1, self.dim)}")
+        return window
+
+    def _continue(self, x: Tensor, state: dict[str, Tensor], form) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens (B, L, dim) continuing the state with one of :mod:`tokenmix.ops.causal_conv`'s forms."""
+        window = self._window(x.shape[0], state)
+        u = self._conv_input(x).to(window.dtype)
+        ext, window = form(u, self.w_ext.to(window.dtype), initial_state=window, output_final_state=True)
+        return self._finish(x, ext.to(x.dtype)).to(x.dtype), {"window": window, "pos": state["pos"] + x.shape[1]}
+
+    def _step(self, x_t: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """The token enters the shift register; the taps read the last l inputs."""
+        y, state = self._continue(x_t[:, None], state, fused_recurrent_causal_conv)
+        return y[:, 0], state
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """A prompt in one pass: the chunked form over the state's inputs and the prompt's, on the path the
+        forward would take for that length."""
+        path = self.resolved_path(x.shape[1] + self.taps - 1)
+        return self._continue(x, state, functools.partial(chunk_causal_conv, path=path))
 
 
 def _register_extractor(name: str, paper: str, complexity: str) -> Callable[[type[Extractor]], type[Extractor]]:
