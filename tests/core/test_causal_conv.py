@@ -1,14 +1,13 @@
 """The causal convolution behind the Extractors and BaseConv as functions (tokenmix.ops.causal_conv): the three forms
 agree for scalar, per-channel and matrix taps, with and without a state, on both paths; a sequence cut anywhere with
-its state carried is the whole; the state is the last K - 1 inputs; float64 gradients; bad input refused by name;
-the two mechanisms decode and prefill through them."""
+its state carried is the whole; the state is the last K - 1 inputs; float64 gradients; bad input refused by name
+(the two mechanisms decoding and prefilling in one pass through them: tests/core/test_mixer_contract.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-import tokenmix
 from tokenmix.ops.causal_conv import chunk_causal_conv, fused_recurrent_causal_conv, naive_causal_conv
 
 D = 4
@@ -91,22 +90,3 @@ def test_bad_input_is_refused_by_name():
         chunk_causal_conv(x, _taps("vector", 3), path="fast")
     with pytest.raises(ValueError, match="fused_recurrent_causal_conv: x must be"):
         fused_recurrent_causal_conv(x[0], _taps("vector", 3))
-
-
-@pytest.mark.parametrize("name, options", [("baseconv", {"kernel_size": 4}), ("extractor_she", {"max_len": 6}),
-                                           ("extractor_he", {"max_len": 6}), ("extractor_we", {"max_len": 6}),
-                                           ("extractor_me", {"max_len": 6})])
-def test_the_mechanisms_prefill_in_one_pass_what_their_steps_give(name, options, monkeypatch):
-    torch.manual_seed(0)
-    mixer = tokenmix.create_mixer(name, 8, causal=True, **options).double()
-    x = torch.randn(2, 15, 8, dtype=torch.float64)
-    state, steps = mixer.init_state(2), []
-    for t in range(15):
-        y, state = mixer.step(x[:, t], state)
-        steps.append(y)
-    head, state2 = mixer.prefill(x[:, :4], mixer.init_state(2))
-    monkeypatch.setattr(type(mixer), "_step", lambda *a: pytest.fail("prefill stepped"))
-    tail, state2 = mixer.prefill(x[:, 4:], state2)
-    torch.testing.assert_close(torch.cat([head, tail], dim=1), torch.stack(steps, dim=1), rtol=1e-9, atol=1e-9)
-    torch.testing.assert_close(state2["window"], state["window"])
-    torch.testing.assert_close(torch.cat([head, tail], dim=1), mixer(x), rtol=1e-9, atol=1e-9)

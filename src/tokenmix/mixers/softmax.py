@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..ops.rotary import rotary_angles, rotate
+from ..ops.softmax_attn import parallel_softmax_attn
 from ..registry import register_mixer
 from .heads import QKVMixer
 
@@ -90,17 +91,30 @@ class SoftmaxAttention(QKVMixer):
         return rotate(q, cos, sin), rotate(k, cos, sin)
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
-        empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
-        return {"k": empty, "v": empty}
+        empty = torch.zeros(batch_size, 0, self.num_heads, self.head_dim, device=device, dtype=dtype)
+        return {"k": empty, "v": empty.clone()}  # the cache, (B, L, H, D): tokenmix.ops.softmax_attn's layout
+
+    def _continue(self, q: Tensor, k: Tensor, v: Tensor,
+                  state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens (B, H, L, D) continuing the cache in one pass (:func:`~tokenmix.ops.softmax_attn.
+        parallel_softmax_attn`), rotated from the cache's length on."""
+        start = state["k"].shape[1]
+        if self.max_len is not None and start + q.shape[2] > self.max_len:
+            self._fail(f"cannot decode past max_len={self.max_len}")
+        q, k = self._positions(q, k, start=start)
+        out, (keys, values) = parallel_softmax_attn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                    initial_state=(state["k"], state["v"]), output_final_state=True,
+                                                    dropout_p=self._dropout_p)
+        return out.transpose(1, 2), {"k": keys, "v": values}
+
+    def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                       state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        return self._continue(q, k, v, state)
 
     def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
                     state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        if self.max_len is not None and state["k"].shape[2] >= self.max_len:
-            self._fail(f"cannot decode past max_len={self.max_len}")
-        q, k = self._positions(q[:, :, None], k[:, :, None], start=state["k"].shape[2])
-        keys, values = torch.cat([state["k"], k], dim=2), torch.cat([state["v"], v[:, :, None]], dim=2)
-        out = F.scaled_dot_product_attention(q, keys, values, dropout_p=self._dropout_p)  # the newest query sees all
-        return out[:, :, 0], {"k": keys, "v": values}
+        out, state = self._continue(q[:, :, None], k[:, :, None], v[:, :, None], state)
+        return out[:, :, 0], state
 
     @property
     def _dropout_p(self) -> float:
