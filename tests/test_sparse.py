@@ -435,3 +435,22 @@ def test_interleaved_layers_alternate_the_two_sets(kind):
     assert [b.mixer.head_parts() for b in lm.blocks] == [(("A1", 2),), (("A2", 2),)] * 2
     ids = torch.randint(0, 20, (2, 9))
     assert torch.equal(lm.generate(ids[:, :3], 5, seed=0), lm.generate(ids[:, :3], 5, seed=0, use_step=False))
+
+
+@pytest.mark.parametrize("name", ["sparse_strided", "sparse_fixed"])
+@pytest.mark.parametrize("factorization", ["merged", "split", "A1", "A2"])
+def test_a_prompt_continuing_a_cache_takes_one_block_wise_pass_and_gives_the_steps(name, factorization, monkeypatch):
+    """Prefill from a state already holding tokens: the block-wise forward over the cache and the new keys, with the
+    pattern counted from the cache's start, equals one step per token (outputs and cache), with no step taken."""
+    torch.manual_seed(3)
+    mixer = tokenmix.create_mixer(name, 16, num_heads=4, causal=True, stride=3, factorization=factorization).double()
+    x = torch.randn(2, 17, 16, dtype=torch.float64)
+    state, steps = mixer.init_state(2), []
+    for t in range(17):
+        y, state = mixer.step(x[:, t], state)
+        steps.append(y)
+    monkeypatch.setattr(type(mixer), "_step_heads", lambda *a: pytest.fail("the prompt went step by step"))
+    first, cache = mixer.prefill(x[:, :5], mixer.init_state(2))
+    rest, cache = mixer.prefill(x[:, 5:], cache)
+    torch.testing.assert_close(torch.cat([first, rest], 1), torch.stack(steps, 1), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(cache["k"], state["k"])

@@ -229,6 +229,19 @@ class _SparseAttention(QKVMixer):
         stride = self._stride_for(None)
         return causal_keys(self.kind, stride, self._summary_for(stride), t, part)
 
+    def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                       state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens in one pass: the block-wise forward over the cached keys and the new ones (the cached
+        positions' queries zero, their outputs dropped), the pattern's positions counted from the cache's start."""
+        t, n = state["k"].shape[2], q.shape[2]
+        if self.max_len is not None and t + n > self.max_len:
+            self._fail(f"cannot step past max_len={self.max_len} (this would be position {t + n - 1})")
+        keys = torch.cat([state["k"], k.to(state["k"].dtype)], dim=2)
+        values = torch.cat([state["v"], v.to(state["v"].dtype)], dim=2)
+        queries = torch.cat([q.new_zeros(*q.shape[:2], t, q.shape[3]), q], dim=2)
+        out = self._scaled(self._blockwise, queries, keys.to(q.dtype), values.to(q.dtype), None)[:, :, t:]
+        return out.to(v.dtype), {"k": keys, "v": values, "t": state["t"] + n}
+
     def _step_heads(self, q: Tensor, k_new: Tensor, v_new: Tensor,
                     state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         t = state["k"].shape[2]
