@@ -16,7 +16,9 @@ two sets; the option ``factorization`` picks one of them:
   attention type per residual block") is then a layer pattern of the models:
   ``["sparse_strided:factorization=A1", "sparse_strided:factorization=A2"]``.
 
-The fast path is computed block-wise, never by masking an N x N score matrix: the sequence is padded
+The fast path (:func:`tokenmix.ops.sparse_attn.blockwise_sparse_attention`; decoding and prompts through the
+same module's functions, the key/value cache their state) is computed block-wise, never by masking an N x N score
+matrix: the sequence is padded
 to a multiple of the stride ``l`` and cut into ``N / l`` blocks of ``l``; each query scores O(l) local keys
 (a band of neighbouring blocks: ``A^(1)``) and/or O(N / l) "column" keys (same residue mod ``l`` for the
 strided pattern, the summary positions for the fixed one: ``A^(2)``), so the cost is
@@ -32,10 +34,16 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ..ops.sparse_attn import (
+    FACTORIZATIONS,
+    blockwise_sparse_attention,
+    fused_recurrent_sparse_attn,
+    head_parts,
+    parallel_sparse_attn,
+)
 from ..ops.sparse_patterns import (
     causal_keys,
     fast_score_shape,
-    neighbour_blocks,
     softmax_or_zero,
     sparse_pattern,
     sparse_sets,
@@ -47,12 +55,6 @@ from .heads import QKVMixer
 __all__ = ["sparse_sets", "sparse_pattern", "fast_score_shape", "causal_keys", "SparseStridedAttention",
            "SparseFixedAttention"]
 
-_FACTORIZATIONS = ("merged", "split", "A1", "A2")
-
-
-# One block-wise piece of attention: raw scores (B, H, nb, l, K), which of them are allowed (broadcastable,
-# no head axis) and how to turn probabilities of that shape into outputs (B, H, nb, l, D).
-_Part = tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]
 
 # One way to attend with the pattern: (q scaled, k, v, key mask) -> (B, H, N, D).
 _Attention = Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]
@@ -71,8 +73,8 @@ class _SparseAttention(QKVMixer):
             self._fail(f"stride must be a positive int or None (auto), got {stride!r}")
         if not _positive_int(summary):
             self._fail(f"summary must be a positive int, got {summary!r}")
-        if not isinstance(factorization, str) or factorization not in _FACTORIZATIONS:
-            self._fail(f"factorization must be one of {_FACTORIZATIONS}, got {factorization!r}")
+        if not isinstance(factorization, str) or factorization not in FACTORIZATIONS:
+            self._fail(f"factorization must be one of {FACTORIZATIONS}, got {factorization!r}")
         if factorization == "split" and num_heads % 2:
             self._fail(f"factorization='split' needs an even num_heads >= 2 (the first half of the heads attends "
                        f"to A(1), the second half to A(2)), got num_heads={num_heads}")
@@ -103,11 +105,8 @@ class _SparseAttention(QKVMixer):
         return 1
 
     def head_parts(self) -> tuple[tuple[str, int], ...]:
-        """``(part, number of heads)`` in head order: every head on the union ("merged") or on one set ("A1",
-        "A2"), or the first half on ``A1`` and the second half on ``A2`` ("split")."""
-        if self.factorization == "split":
-            return (("A1", self.num_heads // 2), ("A2", self.num_heads // 2))
-        return ({"merged": "union"}.get(self.factorization, self.factorization), self.num_heads),
+        """``(part, number of heads)`` in head order (:func:`~tokenmix.ops.sparse_attn.head_parts`)."""
+        return head_parts(self.factorization, self.num_heads)
 
     def pattern(self, n: int, device: torch.device | str | None = None, part: str = "union") -> Tensor:
         """The (N, N) bool pattern of ``part`` this mixer uses for length ``n`` (see :func:`sparse_pattern`)."""
@@ -151,120 +150,47 @@ class _SparseAttention(QKVMixer):
         return softmax_or_zero(scores, allowed.any(dim=-1, keepdim=True)) @ v
 
     def _blockwise(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        """Blocks of ``l``: per part of :meth:`head_parts`, the local band and/or the column keys in one
-        softmax; the score tensors have the shapes of :meth:`score_shapes`."""
-        b, h, n, d = q.shape
-        stride = self._stride_for(n)
-        nb = -(-n // stride)
-        m = nb * stride
-        if m != n:
-            q, k, v = (torch.cat([t, t.new_zeros(b, h, m - n, d)], dim=2) for t in (q, k, v))
-        real = torch.arange(m, device=q.device) < n
-        real = real[None, :] if mask is None else torch.cat([mask, mask.new_zeros(b, m - n)], dim=1) & real
-        rb = real.view(real.shape[0], nb, stride)  # (B|1, nb, l) key is real
-        blocks = [t.view(b, h, nb, stride, d) for t in (q, k, v)]
-        outs, first = [], 0
-        for part, g in self.head_parts():
-            qb, kb, vb = (t[:, first:first + g] for t in blocks)
-            first += g
-            pieces = []
-            if part != "A2":
-                pieces.append(self._local(qb, kb, vb, rb, part))
-            if part != "A1":
-                pieces.append(self._column(qb, kb, vb, rb, own_block=part == "A2"))
-            # one softmax per head over its keys
-            scores = torch.cat([s.masked_fill(~a[:, None], float("-inf")) for s, a, _ in pieces], dim=-1)
-            if part == "A2":  # the one set that can be empty (fixed pattern, causal; or all keys padding)
-                p = softmax_or_zero(scores, pieces[0][1][:, None].any(dim=-1, keepdim=True))
-            else:  # the local band always allows the query's own position: no empty row
-                p = scores.softmax(dim=-1)
-            p = p.split([s.shape[-1] for s, _, _ in pieces], dim=-1)
-            out = sum(apply(p_piece) for (_, _, apply), p_piece in zip(pieces, p))
-            outs.append(out)
-        return torch.cat(outs, dim=1).reshape(b, h, m, d)[:, :, :n]
-
-    def _local(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, part: str) -> _Part:
-        """The band of whole blocks around each query's block, with the local set of ``part`` allowed
-        (``A1``; for the union, ``A1`` minus what :meth:`_column` covers)."""
-        before, after = self._band_blocks()
-        stride = rb.shape[-1]
-        k_loc, v_loc = neighbour_blocks(kb, before, after), neighbour_blocks(vb, before, after)
-        real_loc = neighbour_blocks(rb[..., None], before, after)[..., 0]  # (B|1, nb, W)
-        c = torch.arange((before + 1 + after) * stride, device=qb.device)[None, :]
-        rel = torch.arange(stride, device=qb.device)[:, None] + before * stride - c  # i - j (query r, column c)
-        # The diagonal, in A(1) anyway, stays allowed for a padded query too (its output is discarded).
-        allowed = (self._local_allowed(rel, stride, part) & real_loc[:, :, None, :]) | (rel == 0)  # (B|1,nb,l,W)
-        return qb @ k_loc.transpose(-2, -1), allowed, lambda p: p @ v_loc
-
-    def _band_blocks(self) -> tuple[int, int]:
-        """How many blocks before and after the query's own the local band spans."""
-        raise NotImplementedError
-
-    def _local_allowed(self, rel: Tensor, stride: int, part: str) -> Tensor:
-        """From ``rel = i - j`` over the band: which keys are in the local set of ``part``."""
-        raise NotImplementedError
-
-    def _column(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, own_block: bool) -> _Part:
-        """The ``A2`` keys of whole other blocks (earlier ones when causal), and of the query's own block
-        too when ``own_block`` (for the union those are local, counted once there)."""
-        raise NotImplementedError
-
-    def _column_order(self, q_blk: Tensor, k_blk: Tensor, own: Tensor | bool) -> Tensor:
-        """Which column keys a query sees, by block index: those of earlier (causal) or other
-        (bidirectional) blocks, and those of its own block where ``own`` (False for the union, whose
-        own-block keys are local)."""
-        other = k_blk < q_blk if self.causal else k_blk != q_blk
-        return other | ((k_blk == q_blk) & own)
+        """Blocks of ``l`` (:func:`~tokenmix.ops.sparse_attn.blockwise_sparse_attention`); the score tensors have
+        the shapes of :meth:`score_shapes`."""
+        stride = self._stride_for(q.shape[2])
+        return blockwise_sparse_attention(q, k, v, self.kind, stride, self._summary_for(stride), self.causal,
+                                          self.head_parts(), mask)
 
     # -- incremental decoding -------------------------------------------------------------------
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         if self.stride is None and self.max_len is None:
             self._fail("incremental decoding needs a fixed stride: create the mixer with an explicit `stride` "
                        "(or with max_len, which fixes the automatic stride to round(sqrt(max_len)))")
-        empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
-        return {"k": empty, "v": empty.clone(), "t": torch.zeros((), dtype=torch.long, device=device)}
+        empty = torch.zeros(batch_size, 0, self.num_heads, self.head_dim, device=device, dtype=dtype)
+        return {"k": empty, "v": empty.clone()}  # the cache, (B, L, H, D): tokenmix.ops.sparse_attn's layout
 
     def allowed_keys(self, t: int, part: str = "union") -> Tensor:
         """Indices of the keys position ``t`` attends to in ``part`` (causal), O(l + t / l) of them."""
         stride = self._stride_for(None)
         return causal_keys(self.kind, stride, self._summary_for(stride), t, part)
 
-    def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
-                       state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """L tokens in one pass: the block-wise forward over the cached keys and the new ones (the cached
-        positions' queries zero, their outputs dropped), the pattern's positions counted from the cache's start."""
-        t, n = state["k"].shape[2], q.shape[2]
+    def _continue(self, form, q: Tensor, k: Tensor, v: Tensor,
+                  state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens (B, H, L, D) continuing the cache with one of :mod:`tokenmix.ops.sparse_attn`'s forms."""
+        t, n = state["k"].shape[1], q.shape[2]
         if self.max_len is not None and t + n > self.max_len:
             self._fail(f"cannot step past max_len={self.max_len} (this would be position {t + n - 1})")
-        keys = torch.cat([state["k"], k.to(state["k"].dtype)], dim=2)
-        values = torch.cat([state["v"], v.to(state["v"].dtype)], dim=2)
-        queries = torch.cat([q.new_zeros(*q.shape[:2], t, q.shape[3]), q], dim=2)
-        out = self._scaled(self._blockwise, queries, keys.to(q.dtype), values.to(q.dtype), None)[:, :, t:]
-        return out.to(v.dtype), {"k": keys, "v": values, "t": state["t"] + n}
+        stride = self._stride_for(None)
+        out, (keys, values) = form(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), self.kind, stride,
+                                   self._summary_for(stride), self.factorization,
+                                   initial_state=(state["k"], state["v"]), output_final_state=True)
+        return out.transpose(1, 2), {"k": keys, "v": values}
 
-    def _step_heads(self, q: Tensor, k_new: Tensor, v_new: Tensor,
+    def _prefill_heads(self, q: Tensor, k: Tensor, v: Tensor,
+                       state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """L tokens in one block-wise pass over the cached keys and the new ones."""
+        return self._continue(parallel_sparse_attn, q, k, v, state)
+
+    def _step_heads(self, q: Tensor, k: Tensor, v: Tensor,
                     state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        t = state["k"].shape[2]
-        if self.max_len is not None and t >= self.max_len:
-            self._fail(f"cannot step past max_len={self.max_len} (this would be position {t})")
-        q, k_new, v_new = q[:, :, None], k_new[:, :, None], v_new[:, :, None]
-        k = torch.cat([state["k"], k_new.to(state["k"].dtype)], dim=2)
-        v = torch.cat([state["v"], v_new.to(state["v"].dtype)], dim=2)
-        outs, first = [], 0
-        for part, g in self.head_parts():
-            heads = slice(first, first + g)
-            first += g
-            idx = self.allowed_keys(t, part).to(k.device)
-            qq, kk, vv = q[:, heads], k[:, heads][:, :, idx], v[:, heads][:, :, idx]  # every key allowed
-            if any(z.dtype in (torch.float16, torch.bfloat16) for z in (qq, kk, vv)):
-                qq, kk, vv = qq.float(), kk.float(), vv.float()
-            if len(idx) == 0:  # an empty set contributes nothing
-                outs.append(qq.new_zeros(qq.shape))
-                continue
-            scores = (qq * (1.0 / math.sqrt(qq.shape[-1]))) @ kk.transpose(-2, -1)
-            outs.append(scores.softmax(dim=-1) @ vv)  # (B, g, 1, D)
-        out = torch.cat(outs, dim=1).to(v.dtype)
-        return out[:, :, 0], {"k": k, "v": v, "t": state["t"] + 1}
+        """The token joins the cache; its query reads the O(l + t / l) keys its pattern allows."""
+        out, state = self._continue(fused_recurrent_sparse_attn, q[:, :, None], k[:, :, None], v[:, :, None], state)
+        return out[:, :, 0], state
 
 
 _PAPER = ("Child et al. (2019) §4.2-4.3, factorised attention A_i^(1), A_i^(2): their union in one softmax, or "
@@ -317,23 +243,6 @@ class SparseStridedAttention(_SparseAttention):
     ) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, bias=bias, stride=stride,
                          summary=1, factorization=factorization)
-
-    def _band_blocks(self) -> tuple[int, int]:
-        return 1, 0 if self.causal else 1
-
-    def _local_allowed(self, rel: Tensor, stride: int, part: str) -> Tensor:
-        reach = stride if part == "A1" else stride - 1  # the union leaves |i - j| = l to the strided part
-        return (rel >= 0) & (rel <= reach) if self.causal else rel.abs() <= reach
-
-    def _column(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, own_block: bool) -> _Part:
-        # Same residue mod l: per residue r, queries of every block against keys of every block.
-        qr, kr, vr = (t.transpose(-3, -2) for t in (qb, kb, vb))  # (B, H, l, nb, D)
-        blk = torch.arange(rb.shape[-2], device=qb.device)
-        order = self._column_order(blk[:, None], blk[None, :], own_block)  # own block: key i itself only
-        allowed = order & rb.transpose(-2, -1)[:, :, None, :]  # (B|1, l, nb_q, nb_k)
-        scores = (qr @ kr.transpose(-2, -1)).transpose(-3, -2)  # (B, H, nb_q, l, nb_k)
-        return scores, allowed.transpose(-3, -2), lambda p: (p.transpose(-3, -2) @ vr).transpose(-3, -2)
-
 
 @register_mixer("sparse_fixed", paper=_PAPER, complexity="O(N sqrt(N) d)", causal=True, recurrent=True)
 class SparseFixedAttention(_SparseAttention):
@@ -390,22 +299,3 @@ class SparseFixedAttention(_SparseAttention):
 
     def _summary_for(self, stride: int) -> int:
         return min(self.summary, stride)
-
-    def _band_blocks(self) -> tuple[int, int]:
-        return 0, 0
-
-    def _local_allowed(self, rel: Tensor, stride: int, part: str) -> Tensor:
-        return rel >= 0 if self.causal else torch.ones_like(rel, dtype=torch.bool)
-
-    def _column(self, qb: Tensor, kb: Tensor, vb: Tensor, rb: Tensor, own_block: bool) -> _Part:
-        # Summary keys: the last c positions of every block, shared by all queries of a block.
-        b, h, nb, stride, d = kb.shape
-        summary = self._summary_for(stride)
-        ks, vs = (t[..., stride - summary:, :].reshape(b, h, 1, nb * summary, d) for t in (kb, vb))
-        real_s = rb[..., stride - summary:].reshape(rb.shape[0], 1, 1, nb * summary)
-        key_blk = torch.arange(nb, device=qb.device).repeat_interleave(summary)  # (S,)
-        key_off = torch.arange(stride - summary, stride, device=qb.device).repeat(nb)  # offset in its block
-        own = own_block and (key_off <= torch.arange(stride, device=qb.device)[:, None] if self.causal else True)
-        order = self._column_order(torch.arange(nb, device=qb.device)[:, None, None], key_blk, own)
-        allowed = order & real_s  # (B|1, nb_q, l|1, S)
-        return qb @ ks.transpose(-2, -1), allowed, lambda p: p @ vs

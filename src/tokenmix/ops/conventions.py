@@ -6,7 +6,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["check_heads", "check_state", "compute_dtype", "finish"]
+__all__ = ["check_heads", "check_state", "compute_dtype", "finish", "check_cache", "cached", "Cache"]
+
+Cache = tuple[Tensor, Tensor]  # a key/value cache: (B, L, HKV, K) keys and (B, L, HKV, V) values
 
 
 def check_heads(where: str, q: Tensor, k: Tensor, v: Tensor, *, grouped_values: bool = False) -> None:
@@ -39,3 +41,26 @@ def compute_dtype(q: Tensor) -> torch.dtype:
 def finish(o: Tensor, state: Tensor, dtype: torch.dtype, output_final_state: bool) -> tuple[Tensor, Tensor | None]:
     """(B, H, T, V) back to (B, T, H, V) in the inputs' dtype; the state only if asked for."""
     return o.transpose(1, 2).to(dtype), (state if output_final_state else None)
+
+
+def check_cache(where: str, k: Tensor, v: Tensor, initial_state: Cache | None) -> None:
+    """``initial_state`` None or a key/value cache for keys and values shaped as ``k`` and ``v`` (any length)."""
+    if initial_state is None:
+        return
+    if not isinstance(initial_state, tuple) or len(initial_state) != 2:
+        raise ValueError(f"{where}: initial_state must be the cache (k_cache, v_cache)")
+    k_cache, v_cache = initial_state
+    b, _, hkv, dk = k.shape
+    if k_cache.dim() != 4 or tuple(k_cache.shape[::2]) != (b, hkv) or k_cache.shape[3] != dk \
+            or tuple(v_cache.shape) != (*k_cache.shape[:3], v.shape[3]):
+        raise ValueError(f"{where}: the cache must be k_cache (B, L, HKV, K) and v_cache (B, L, HKV, V) with B = {b}, "
+                         f"HKV = {hkv}, K = {dk}, V = {v.shape[3]}; got {tuple(k_cache.shape)}, "
+                         f"{tuple(v_cache.shape)}")
+
+
+def cached(k: Tensor, v: Tensor, initial_state: Cache | None) -> Cache:
+    """The cache after the new keys and values (in the cache's dtype where there is one)."""
+    if initial_state is None:
+        return k, v
+    k_cache, v_cache = initial_state
+    return torch.cat([k_cache, k.to(k_cache.dtype)], dim=1), torch.cat([v_cache, v.to(v_cache.dtype)], dim=1)

@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["naive_softmax_attn", "fused_recurrent_softmax_attn", "parallel_softmax_attn"]
+from .conventions import Cache, cached, check_cache
 
-Cache = tuple[Tensor, Tensor]
+__all__ = ["naive_softmax_attn", "fused_recurrent_softmax_attn", "parallel_softmax_attn"]
 
 
 def _check(name: str, q: Tensor, k: Tensor, v: Tensor, initial_state: Cache | None) -> None:
@@ -36,25 +36,7 @@ def _check(name: str, q: Tensor, k: Tensor, v: Tensor, initial_state: Cache | No
     if q.shape[2] % k.shape[2]:
         raise ValueError(f"{where}: the query heads ({q.shape[2]}) must be a multiple of the key/value heads "
                          f"({k.shape[2]})")
-    if initial_state is None:
-        return
-    if not isinstance(initial_state, tuple) or len(initial_state) != 2:
-        raise ValueError(f"{where}: initial_state must be the cache (k_cache, v_cache)")
-    k_cache, v_cache = initial_state
-    b, _, hkv, dk = k.shape
-    if k_cache.dim() != 4 or tuple(k_cache.shape[::2]) != (b, hkv) or k_cache.shape[3] != dk \
-            or tuple(v_cache.shape) != (*k_cache.shape[:3], v.shape[3]):
-        raise ValueError(f"{where}: the cache must be k_cache (B, L, HKV, K) and v_cache (B, L, HKV, V) with B = {b}, "
-                         f"HKV = {hkv}, K = {dk}, V = {v.shape[3]}; got {tuple(k_cache.shape)}, "
-                         f"{tuple(v_cache.shape)}")
-
-
-def _cached(k: Tensor, v: Tensor, initial_state: Cache | None) -> Cache:
-    """The cache after the new keys and values (the cache's dtype where there is one)."""
-    if initial_state is None:
-        return k, v
-    k_cache, v_cache = initial_state
-    return torch.cat([k_cache, k.to(k_cache.dtype)], dim=1), torch.cat([v_cache, v.to(v_cache.dtype)], dim=1)
+    check_cache(where, k, v, initial_state)
 
 
 def _heads(q: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -77,7 +59,7 @@ def naive_softmax_attn(q: Tensor, k: Tensor, v: Tensor, scale: float | None = No
                        causal: bool = True) -> tuple[Tensor, Cache | None]:
     """The reference: ``softmax(scale Q K^T + mask) V`` over the cache and the new keys, written out."""
     _check("naive_softmax_attn", q, k, v, initial_state)
-    keys, values = _cached(k, v, initial_state)
+    keys, values = cached(k, v, initial_state)
     qh, kh, vh = _heads(q, keys, values)
     scores = (qh @ kh.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
     allowed = _allowed(q.shape[1], keys.shape[1], causal, q.device)
@@ -94,7 +76,7 @@ def fused_recurrent_softmax_attn(q: Tensor, k: Tensor, v: Tensor, scale: float |
     _check("fused_recurrent_softmax_attn", q, k, v, initial_state)
     state, outputs = initial_state, []
     for t in range(q.shape[1]):
-        state = _cached(k[:, t:t + 1], v[:, t:t + 1], state)
+        state = cached(k[:, t:t + 1], v[:, t:t + 1], state)
         qh, kh, vh = _heads(q[:, t:t + 1], *state)
         outputs.append(F.scaled_dot_product_attention(qh, kh, vh, scale=scale).transpose(1, 2))
     o = torch.cat(outputs, dim=1) if outputs else q.new_zeros(*q.shape[:3], v.shape[3])
@@ -109,7 +91,7 @@ def parallel_softmax_attn(q: Tensor, k: Tensor, v: Tensor, scale: float | None =
     """Every new query at once (PyTorch's fused attention), continuing the cache: the causal mask offset by the
     cache's length (its own ``is_causal`` where there is no cache). ``dropout_p``: on the weights, for training."""
     _check("parallel_softmax_attn", q, k, v, initial_state)
-    keys, values = _cached(k, v, initial_state)
+    keys, values = cached(k, v, initial_state)
     if q.shape[1] == 0:
         return q.new_zeros(*q.shape[:3], v.shape[3]), ((keys, values) if output_final_state else None)
     qh, kh, vh = _heads(q, keys, values)
