@@ -3,7 +3,7 @@ token and the decoding state's bytes at several context lengths, in the experime
 4 heads, FFN 512), measured in one process with the labels taken in turn call by call.
 
     python benchmarks/convert_decoding.py --contexts 32,512,2048 --threads 1 \
-        --csv docs/reproduction/004-convert-recipes-decoding.csv
+        --csv docs/benchmarks/convert_decoding.csv
 
 Speed does not depend on trained weights, so each label's model is built from the experiment file (mechanism and
 options) with fresh weights and positions up to the longest context. A token's time is the median over
