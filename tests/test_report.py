@@ -896,3 +896,29 @@ def test_the_report_shows_each_tasks_shortcut_ceiling(tmp_path):
     audit.write_text(audit.read_text() + "recall,preset=quick,per position,shortcut,high,0.1,0.2,10\n")
     with pytest.raises(ResultsError, match="task-audit.csv"):
         ceilings_section(tmp_path)
+
+
+def test_a_label_below_the_tasks_shortcut_ceiling_is_a_caveat_beside_its_verdict(tmp_path):
+    """Issue 79: a claim that a mechanism learns a task is read against the task's shortcut ceiling, not the
+    majority class. The audited setting an experiment runs is matched by its [task] options (the most specific
+    audited setting whose every key=value it holds), and a compared label whose mean test accuracy is at or below
+    that ceiling gets a caveat in the summary."""
+    from tokenmix.report.ceilings import ceiling_for
+
+    (tmp_path / "task-audit.csv").write_text(
+        "task,options,baseline,kind,accuracy,low,high,n\n"
+        "listops,preset=quick,first 3 tokens,shortcut,0.3610,0.3400,0.3820,2000\n"
+        "listops,preset=quick,majority,majority,0.1480,0.1330,0.1640,2000\n"
+        "listops,preset=paper,first 2 tokens,shortcut,0.3860,0.3650,0.4080,2000\n"
+        "mqar,preset=quick,per position,shortcut,0.0100,0.0060,0.0150,2000\n"
+        "mqar,preset=quick seq_len=128,per position,shortcut,0.0200,0.0150,0.0260,2000\n")
+    assert ceiling_for(tmp_path, {"name": "listops", "preset": "paper", "seed": 3})["accuracy"] == "0.3860"
+    assert ceiling_for(tmp_path, {"name": "listops", "preset": "quick"})["baseline"] == "first 3 tokens"
+    assert ceiling_for(tmp_path, {"name": "listops"}) is None  # the setting it runs was not audited
+    assert ceiling_for(tmp_path, {"name": "mqar", "preset": "quick", "seq_len": 128})["accuracy"] == "0.0200"
+    assert ceiling_for(tmp_path, {"name": "recall", "preset": "quick"}) is None
+    report = (Path(__file__).resolve().parents[1] / "docs" / "reproduction.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| `001-kerformer-lra-listops` | The task needs"))
+    assert "softmax (0.288) at or below the task's shortcut ceiling 0.386 (first 2 tokens)" in row
+    mqar_rows = [line for line in report.splitlines() if line.startswith("| `002-zoology-mqar")]
+    assert not any("shortcut ceiling" in line for line in mqar_rows)  # recall's ceiling is chance: none below it

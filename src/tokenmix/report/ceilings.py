@@ -10,7 +10,7 @@ from tokenmix.training.csvrecords import checked_table
 
 from .tables import table
 
-__all__ = ["AUDIT_FILE", "ceilings", "ceiling_line", "ceilings_section"]
+__all__ = ["AUDIT_FILE", "ceilings", "ceiling_line", "ceilings_section", "ceiling_for", "below_ceiling"]
 
 AUDIT_FILE = "task-audit.csv"
 _NUMBERS = {"accuracy": float, "low": float, "high": float, "n": int}
@@ -57,3 +57,26 @@ def ceilings_section(data: Path) -> list[str]:
             f"every baseline in `{AUDIT_FILE}`). A claim that a mechanism learns a task means something only "
             "above its ceiling.", "",
             *table(["task", "setting", "best shortcut", "accuracy", "95 % interval", "n"], rows), ""]
+
+
+def ceiling_for(data: Path, task: dict) -> dict[str, str] | None:
+    """The audit row of the best shortcut at the setting an experiment's ``[task]`` table runs (the audited setting
+    whose every ``key=value`` the table holds, the most specific first; "default" only for a table without
+    options), or None when that setting was not audited."""
+    options = {k: str(v) for k, v in task.items() if k not in ("name", "seed")}
+    best, matched = None, -1
+    for (name, setting), row in ceilings(data).items():
+        if name != task.get("name"):
+            continue
+        pairs = [] if setting == "default" else [p.split("=", 1) for p in setting.split()]
+        if setting == "default" and options:
+            continue
+        if all(options.get(k) == v for k, v in pairs) and len(pairs) > matched:
+            best, matched = row, len(pairs)
+    return best
+
+
+def below_ceiling(label: str, mean: float, row: dict[str, str]) -> str:
+    """A caveat: the label's mean accuracy is at or below what a cheap baseline gets without mixing tokens."""
+    return (f"{label} ({mean:.3f}) at or below the task's shortcut ceiling {float(row['accuracy']):.3f} "
+            f"({row['baseline']}): not evidence that it learnt to mix tokens")
