@@ -69,3 +69,15 @@ def test_bad_input_is_refused_by_name():
     q, k, v = _inputs()
     with pytest.raises(ValueError, match="naive_softmax_attn: the cache must be"):
         naive_softmax_attn(q, k, v, initial_state=(k[:, :2, :2], v[:, :2]))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_within_a_few_units_in_the_last_place_of_the_float32_result(dtype):
+    q, k, v = (x.float().to(dtype) for x in _inputs(hkv=2))
+    cache = tuple(x.float().to(dtype) for x in _inputs(t=4, hkv=2, seed=5)[1:])
+    want, _ = naive_softmax_attn(q.float(), k.float(), v.float(), initial_state=tuple(c.float() for c in cache))
+    for form in (fused_recurrent_softmax_attn, parallel_softmax_attn):
+        o, kept = form(q, k, v, initial_state=cache, output_final_state=True)
+        assert o.dtype == dtype and kept[0].dtype == dtype
+        eps = torch.finfo(dtype).eps
+        torch.testing.assert_close(o.float(), want, rtol=4 * eps, atol=4 * eps)

@@ -77,3 +77,13 @@ def test_bad_input_is_refused_by_name():
         parallel_sparse_attn(q, k, v, "fixed", 3, 4)
     with pytest.raises(ValueError, match="naive_sparse_attn: the cache must be"):
         naive_sparse_attn(q, k, v, "fixed", 3, initial_state=(k[:, :2, :2], v[:, :2]))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_computes_in_float32_and_returns_its_dtype(dtype):
+    q, k, v = (x.float().to(dtype) for x in _inputs())
+    want, _ = naive_sparse_attn(q.float(), k.float(), v.float(), "strided", 3)
+    for form in (naive_sparse_attn, fused_recurrent_sparse_attn, parallel_sparse_attn):
+        o, _ = form(q, k, v, "strided", 3)
+        assert o.dtype == dtype
+        torch.testing.assert_close(o.float(), want, rtol=2 * torch.finfo(dtype).eps, atol=2 * torch.finfo(dtype).eps)
