@@ -165,10 +165,9 @@ class Extractor(Mixer):
         return y[:, 0], state
 
     def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """A prompt in one pass: the chunked form over the state's inputs and the prompt's, on the path the
-        forward would take for that length."""
-        path = self.resolved_path(x.shape[1] + self.taps - 1)
-        return self._continue(x, state, functools.partial(chunk_causal_conv, path=path))
+        """A prompt in one pass: the chunked form over the state's inputs and the prompt's, on the mixer's path
+        (``"auto"`` resolved there for that length, as the forward resolves it)."""
+        return self._continue(x, state, functools.partial(chunk_causal_conv, path=self.path))
 
 
 def _register_extractor(name: str, paper: str, complexity: str) -> Callable[[type[Extractor]], type[Extractor]]:

@@ -182,11 +182,11 @@ def fused_recurrent_causal_conv(x: Tensor, weight: Tensor, bias: Tensor | None =
     _check("fused_recurrent_causal_conv", x, weight, bias, initial_state)
     kind, taps = taps_kind(weight), weight.shape[0]
     window = _with_state(x[:, :0], weight, initial_state)  # (B, K - 1, D)
-    newest_first = weight.to(x.dtype)
+    oldest_first = weight.to(x.dtype).flip(0)  # taps in the window's order: flipped once, not the window per token
     outputs = []
     for t in range(x.shape[1]):
         window = torch.cat([window, x[:, t:t + 1]], dim=1)  # inputs t - K + 1 .. t
-        outputs.append(apply_taps(window.flip(1), newest_first, kind))
+        outputs.append(apply_taps(window, oldest_first, kind))
         window = window[:, 1:]
     y = torch.stack(outputs, dim=1) if outputs else x.new_zeros(x.shape)
     return _out(y, bias, x), (window[:, window.shape[1] - (taps - 1):] if output_final_state else None)

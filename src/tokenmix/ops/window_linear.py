@@ -120,11 +120,16 @@ def shifted_exp(scores: Tensor) -> Tensor:
     return torch.exp(scores - torch.where(torch.isfinite(top), top, torch.zeros_like(top)))
 
 
-def _advanced(state: WindowLinearState, k: Tensor, k_features: Tensor, v: Tensor, window: int) -> WindowLinearState:
-    """The state after the tokens ``k, k_features, v`` (B, T, H, ·): the last ``w`` in the window, the ones pushed
-    out of it into ``(S, z)``."""
-    keys, features, values = (torch.cat([old, new], dim=1) for old, new in
-                              ((state.keys, k), (state.key_features, k_features), (state.values, v)))
+def _joined(state: WindowLinearState, k: Tensor, k_features: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The state's window tokens, then the new ones: keys, key features, values (B, L + T, H, ·)."""
+    return tuple(torch.cat([old, new], dim=1) for old, new in
+                 ((state.keys, k), (state.key_features, k_features), (state.values, v)))
+
+
+def _advanced(state: WindowLinearState, keys: Tensor, features: Tensor, values: Tensor,
+              window: int) -> WindowLinearState:
+    """The state after the tokens :func:`_joined` gave (the window's and the new ones): the last ``w`` in the
+    window, the ones pushed out of it into ``(S, z)``."""
     leaving = max(keys.shape[1] - window, 0)
     s = state.s + torch.einsum("blhf,blhv->bhfv", features[:, :leaving], values[:, :leaving])
     z = state.z + features[:, :leaving].sum(1, keepdim=True)
@@ -144,8 +149,7 @@ def naive_window_linear_attn(q: Tensor, k: Tensor, v: Tensor, q_features: Tensor
     g = _per_head(window_weight, q.dtype, q.device)[:, :, 0, 0]
     lin = _per_head(linear_weight, q.dtype, q.device)[:, :, 0, 0]
     before = state.keys.shape[1]
-    keys, features, values = (torch.cat([old, new], dim=1) for old, new in
-                              ((state.keys, k), (state.key_features, k_features), (state.values, v)))
+    keys, features, values = _joined(state, k, k_features, v)
     outputs = []
     for t in range(q.shape[1]):
         i = before + t
@@ -162,7 +166,7 @@ def naive_window_linear_attn(q: Tensor, k: Tensor, v: Tensor, q_features: Tensor
         den = den + lin * (q_features[:, t] * z).sum(-1)
         outputs.append(divide_away_from_zero(num, den[..., None], eps))
     o = (torch.stack(outputs, dim=1) if outputs else v.new_zeros(v.shape)).to(out_dtype)
-    return o, (_advanced(state, k, k_features, v, window) if output_final_state else None)
+    return o, (_advanced(state, keys, features, values, window) if output_final_state else None)
 
 
 def fused_recurrent_window_linear_attn(q: Tensor, k: Tensor, v: Tensor, q_features: Tensor, k_features: Tensor,
@@ -180,7 +184,7 @@ def fused_recurrent_window_linear_attn(q: Tensor, k: Tensor, v: Tensor, q_featur
     lin = _per_head(linear_weight, q.dtype, q.device)[:, :, 0, 0]
     outputs = []
     for t in range(q.shape[1]):
-        state = _advanced(state, k[:, t:t + 1], k_features[:, t:t + 1], v[:, t:t + 1], window)
+        state = _advanced(state, *_joined(state, k[:, t:t + 1], k_features[:, t:t + 1], v[:, t:t + 1]), window)
         e = shifted_exp(torch.einsum("bhk,bwhk->bhw", q[:, t], state.keys))
         num = g[..., None] * torch.einsum("bhw,bwhv->bhv", e, state.values)
         num = num + lin[..., None] * torch.einsum("bhf,bhfv->bhv", q_features[:, t], state.s)
@@ -204,15 +208,14 @@ def chunk_window_linear_attn(q: Tensor, k: Tensor, v: Tensor, q_features: Tensor
     if q.shape[1] == 0:
         return v.new_zeros(v.shape).to(out_dtype), (state if output_final_state else None)
     before = state.keys.shape[1]
-    keys, features, values = (torch.cat([old, new], dim=1) for old, new in
-                              ((state.keys, k), (state.key_features, k_features), (state.values, v)))
+    keys, features, values = _joined(state, k, k_features, v)
     queries, query_features = (F.pad(x, (0, 0, 0, 0, before, 0)) for x in (q, q_features))  # outputs dropped
     linear = torch.cat([state.s, state.z[:, 0, :, :, None]], dim=-1)
     heads = (x.transpose(1, 2) for x in (queries, keys, values, query_features, features))
     o = window_linear_heads(*heads, window, window_weight, linear_weight, scale=1.0, eps=eps, chunk_size=chunk_size,
                             linear_state=linear)[:, :, before:]
     o = o.transpose(1, 2).to(out_dtype)
-    return o, (_advanced(state, k, k_features, v, window) if output_final_state else None)
+    return o, (_advanced(state, keys, features, values, window) if output_final_state else None)
 
 
 def window_linear_heads(q: Tensor, k: Tensor, v: Tensor, q_features: Tensor, k_features: Tensor, window: int,
