@@ -556,3 +556,19 @@ def test_claims_on_a_retired_task_are_refused_when_the_file_loads(tmp_path):
         load_experiment(claimed, ["task.name='lra_retrieval'"])
     assert load_experiment(claimed, ["task.name='reviews'", "task.preset='quick'"]).task["name"] == "reviews"
     assert load_experiment(pilot).task["name"] == "lra_text"
+
+
+def test_claims_on_a_retired_setting_are_refused_when_the_file_loads(tmp_path):
+    """Pathfinder's paths of fewer than 9 dashes lie near their markers, and so does the cut (the audit's line
+    between the markers finds it): a file with claims at 6 dashes is refused naming the setting and why; 9 and 14
+    dashes (the quick and paper presets) load, and so does the pilot without claims at any length."""
+    pilot = ROOT / "experiments" / "001-kerformer-lra-pilot-pathfinder.toml"
+    claimed = tmp_path / "claimed.toml"
+    claimed.write_text(pilot.read_text() + '\n[[claims]]\ntext = "softmax beats the mlp"\npaper = "none"\n'
+                       'a = "softmax"\nb = "mlp"\nmeasure = "value"\nkind = "greater"\n')
+    with pytest.raises(ValueError, match="this setting of task .pathfinder. is retired: paths of 6 dashes .*No claim"):
+        load_experiment(claimed, ["task.length=6"])
+    assert load_experiment(claimed).task["preset"] == "quick"  # 9 dashes
+    assert load_experiment(claimed, ["task.preset='paper'"]).task["preset"] == "paper"  # 14
+    assert load_experiment(claimed, ["task.length=9"]).task["length"] == 9
+    assert load_experiment(pilot, ["task.length=6"]).task["length"] == 6  # no claims: a pilot still runs

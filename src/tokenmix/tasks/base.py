@@ -119,6 +119,12 @@ class Task:
     def _fail(cls, message: str, error: type[Exception] = ValueError) -> None:
         raise error(f"task {cls.info.name!r}: {message}")
 
+    @classmethod
+    def retired_setting(cls, options: dict[str, Any]) -> str | None:
+        """Why no claim may be judged on the task with these options (the experiment's ``[task]`` table, less
+        its name), where one setting of a task is retired and the others are not; None: claims may be judged."""
+        return None
+
     def split_sizes(self) -> dict[str, int | None]:
         """Each split's number of examples."""
         return {name: len(split) for name, split in self.splits.items()}

@@ -267,19 +267,25 @@ def load_experiment(path: str | Path | None = None, overrides: list[str] | None 
     if written.get("claims"):
         # the claims name the labels of the file as written: a budget or --set may leave some runs out
         where = "the embedded default" if path is None else str(path)
-        _refuse_retired(experiment.task["name"], where)  # the task that runs, after any --set
+        _refuse_retired(experiment.task, where)  # the task that runs, after any --set
         _check_claim_labels(Experiment.from_dict(written) if budget or overrides else experiment, where)
     return experiment
 
 
-def _refuse_retired(task: str, where: str) -> None:
-    """Claims on a retired task (``register_task(..., retired=why)``) are refused when the file loads."""
-    from ..tasks import task_info
+def _refuse_retired(table: dict[str, Any], where: str) -> None:
+    """Claims on a retired task (``register_task(..., retired=why)``) or on a retired setting of one
+    (:meth:`~tokenmix.tasks.base.Task.retired_setting`) are refused when the file loads."""
+    from ..tasks import task_class, task_info
 
+    task = table["name"]
     why = task_info(task).retired
     if why:
         fail(f"{where}: task {task!r} is retired {why} No claim may be judged on it: drop the claims (a pilot without "
              f"claims still runs) or use another task")
+    why = task_class(task).retired_setting({k: v for k, v in table.items() if k != "name"})
+    if why:
+        fail(f"{where}: this setting of task {task!r} is retired: {why} No claim may be judged on it: drop the claims "
+             f"(a pilot without claims still runs) or choose another setting")
 
 
 def _check_claim_labels(experiment: Experiment, where: str) -> None:
