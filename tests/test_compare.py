@@ -305,7 +305,9 @@ def test_every_cli_option_has_help():
 
 def test_list_fits_120_columns(capsys):
     main(["list"])
-    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= WIDTH
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= WIDTH
+    assert "lra_text (retired)" in out and "retired settings: pathfinder (length < 9: paths of fewer than 9 dashes)" in out
     main(["list", "--wide"])
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) > WIDTH
 

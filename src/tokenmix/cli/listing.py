@@ -39,3 +39,8 @@ def run(args: argparse.Namespace) -> None:
     if retired:
         print(f"\nretired: {', '.join(retired)}; they train, but no claim may be judged on them (why: each task's "
               f"docstring)")
+    from ..tasks import task_class
+
+    settings = [f"{n} ({task_class(n).retired_settings})" for n in list_tasks() if task_class(n).retired_settings]
+    if settings:
+        print(f"retired settings: {'; '.join(settings)}; they train, but no claim may be judged on them")

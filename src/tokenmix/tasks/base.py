@@ -114,6 +114,7 @@ class Task:
     pair_input: ClassVar[bool] = False
     data_source: ClassVar[DataSource | None]  # where the data are (tokenmix data); None: generated; each task sets it
     stated_shape: ClassVar[Callable[..., TaskShape | None] | None] = None
+    retired_settings: ClassVar[str | None] = None  # which settings :meth:`retired_setting` refuses, in words
 
     @classmethod
     def _fail(cls, message: str, error: type[Exception] = ValueError) -> None:

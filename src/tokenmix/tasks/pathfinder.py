@@ -56,6 +56,7 @@ class PathfinderTask(Task):
     vocab_size = 257
     pad_id = 0
     data_source = None  # generated
+    retired_settings = f"length < {SHORTEST_AUDITED}: paths of fewer than {SHORTEST_AUDITED} dashes"
 
     def __init__(self, preset: str = "quick", seed: int = 0, length: int | None = None, distractors: int = 2,
                  size: int = 32, train_size: int | None = None, val_size: int | None = None,
