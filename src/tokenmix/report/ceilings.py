@@ -50,13 +50,27 @@ def ceilings_section(data: Path) -> list[str]:
     if not found:
         return []
     rows = [[f"`{task}`", options, row["baseline"], f"{float(row['accuracy']):.3f}",
-             f"[{float(row['low']):.3f}, {float(row['high']):.3f}]", row["n"]]
+             f"[{float(row['low']):.3f}, {float(row['high']):.3f}]", row["n"], _claims(task, options)]
             for (task, options), row in sorted(found.items())]
     return ["## Shortcut ceilings", "", "What a cheap classifier gets on each generated or stand-in task without "
             "any token mixing (fitted on one generator seed, scored on a held-out one; `tokenmix data audit`; "
             f"every baseline in `{AUDIT_FILE}`). A claim that a mechanism learns a task means something only "
-            "above its ceiling.", "",
-            *table(["task", "setting", "best shortcut", "accuracy", "95 % interval", "n"], rows), ""]
+            "above its ceiling; where the ceiling leaves no room, the task or the setting is retired: it trains, "
+            "but an experiment file with claims on it is refused.", "",
+            *table(["task", "setting", "best shortcut", "accuracy", "95 % interval", "n", "claims"], rows), ""]
+
+
+def _claims(task: str, setting: str) -> str:
+    """Whether claims may be judged on ``task`` at an audited ``setting`` ("key=value ..."; "default": none)."""
+    from tokenmix.tasks import list_tasks, task_class, task_info
+
+    if task not in list_tasks():
+        return "—"
+    options = {} if setting == "default" else dict(p.split("=", 1) for p in setting.split())
+    options = {k: int(v) if v.isdigit() else v for k, v in options.items()}
+    if task_info(task).retired:
+        return "refused: task retired"
+    return "refused: setting retired" if task_class(task).retired_setting(options) else "allowed"
 
 
 def ceiling_for(data: Path, task: dict) -> dict[str, str] | None:
