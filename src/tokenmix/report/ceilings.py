@@ -62,15 +62,13 @@ def ceilings_section(data: Path) -> list[str]:
 
 def _claims(task: str, setting: str) -> str:
     """Whether claims may be judged on ``task`` at an audited ``setting`` ("key=value ..."; "default": none)."""
-    from tokenmix.tasks import list_tasks, task_class, task_info
+    from tokenmix.tasks import claims_refused, list_tasks
 
     if task not in list_tasks():
         return "—"
     options = {} if setting == "default" else dict(p.split("=", 1) for p in setting.split())
-    options = {k: int(v) if v.isdigit() else v for k, v in options.items()}
-    if task_info(task).retired:
-        return "refused: task retired"
-    return "refused: setting retired" if task_class(task).retired_setting(options) else "allowed"
+    refused = claims_refused(task, {k: int(v) if v.isdigit() else v for k, v in options.items()})
+    return f"refused: {refused[0]} retired" if refused else "allowed"
 
 
 def ceiling_for(data: Path, task: dict) -> dict[str, str] | None:

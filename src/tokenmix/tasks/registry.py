@@ -7,7 +7,7 @@ from typing import Any, Callable, TypeVar
 
 from .base import KINDS, PlannedTask, Task, TaskInfo
 
-__all__ = ["register_task", "list_tasks", "task_class", "task_info", "create_task", "planned_task"]
+__all__ = ["register_task", "list_tasks", "task_class", "task_info", "claims_refused", "create_task", "planned_task"]
 
 _TASKS: dict[str, type[Task]] = {}
 T = TypeVar("T", bound=type)
@@ -63,6 +63,17 @@ def task_class(name: str) -> type[Task]:
 def task_info(name: str) -> TaskInfo:
     """What the registered task ``name`` is (:class:`TaskInfo`)."""
     return task_class(name).info
+
+
+def claims_refused(name: str, options: dict[str, Any]) -> tuple[str, str] | None:
+    """Why no claim may be judged on task ``name`` run with ``options``: ``("task", why)`` where the whole task is
+    retired (``register_task(..., retired=why)``), ``("setting", why)`` where only this setting is
+    (:meth:`~tokenmix.tasks.base.Task.retired_setting`), ``None`` where claims may be judged."""
+    why = task_info(name).retired
+    if why:
+        return "task", why
+    why = task_class(name).retired_setting(options)
+    return ("setting", why) if why else None
 
 
 def _checked_class(name: str, options: dict[str, Any]) -> type[Task]:

@@ -275,17 +275,16 @@ def load_experiment(path: str | Path | None = None, overrides: list[str] | None 
 def _refuse_retired(table: dict[str, Any], where: str) -> None:
     """Claims on a retired task (``register_task(..., retired=why)``) or on a retired setting of one
     (:meth:`~tokenmix.tasks.base.Task.retired_setting`) are refused when the file loads."""
-    from ..tasks import task_class, task_info
+    from ..tasks import claims_refused
 
     task = table["name"]
-    why = task_info(task).retired
-    if why:
-        fail(f"{where}: task {task!r} is retired {why} No claim may be judged on it: drop the claims (a pilot without "
-             f"claims still runs) or use another task")
-    why = task_class(task).retired_setting({k: v for k, v in table.items() if k != "name"})
-    if why:
-        fail(f"{where}: this setting of task {task!r} is retired: {why} No claim may be judged on it: drop the claims "
-             f"(a pilot without claims still runs) or choose another setting")
+    refused = claims_refused(task, {k: v for k, v in table.items() if k != "name"})
+    if refused and refused[0] == "task":
+        fail(f"{where}: task {task!r} is retired {refused[1]} No claim may be judged on it: drop the claims (a pilot "
+             f"without claims still runs) or use another task")
+    if refused:
+        fail(f"{where}: this setting of task {task!r} is retired: {refused[1]} No claim may be judged on it: drop the "
+             f"claims (a pilot without claims still runs) or choose another setting")
 
 
 def _check_claim_labels(experiment: Experiment, where: str) -> None:
