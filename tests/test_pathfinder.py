@@ -57,6 +57,34 @@ def test_generation_is_seeded_and_balanced():
         PathfinderConfig(gap=3.0)
     with pytest.raises(ValueError, match="bend must be a finite number >= 0"):
         PathfinderConfig(bend=-1.0)
+    with pytest.raises(ValueError, match="clearance must be a finite number >= 0"):
+        PathfinderConfig(clearance=-1.0)
+    with pytest.raises(ValueError, match="none could be cut: lower clearance"):
+        PathfinderConfig(length=6, clearance=8.0)  # a dash 8 px along from both ends needs > 6 dashes
+
+
+def test_cuts_keep_their_clearance_and_unworkable_settings_fail(monkeypatch):
+    """``clearance`` and ``chord_clearance`` keep every point of a cut dash that far from its curve's ends and from
+    the segment between them (what the audit's variants rely on); a setting no layout can meet raises, naming the
+    options, instead of drawing forever."""
+    from tokenmix.data import pathfinder as pf
+
+    rng = np.random.default_rng(3)
+    config = PathfinderConfig(length=9, clearance=8.0, chord_clearance=4.0)
+    plain, checked = PathfinderConfig(length=9), 0
+    while checked < 6:
+        curves = pf._layout(rng, config)
+        for curve in curves[:2] if curves else []:
+            cuts = pf._cuts(curve, config)
+            assert set(cuts) <= set(pf._cuts(curve, plain))
+            for j in cuts:
+                points = np.linspace(curve.dashes[j, 0], curve.dashes[j, 1], 7)
+                assert pf._distances(points, curve.ends).min() >= 8.0
+                assert pf._coverage(points, curve.ends[:1], curve.ends[1:]).min() >= 4.0 - 1e-9
+            checked += bool(cuts)
+    monkeypatch.setattr(pf, "_MAX_LAYOUTS", 3)
+    with pytest.raises(ValueError, match="none of 3 layouts .* could be cut"):
+        draw(np.random.default_rng(0), PathfinderConfig(length=9, chord_clearance=40.0), 0)
 
 
 def test_curves_bend_each_its_own_way():

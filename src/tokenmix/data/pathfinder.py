@@ -40,7 +40,11 @@ beyond the published descriptions, whose negatives draw two separate curves; it 
 statistics carry no label, which ``tokenmix data audit pathfinder`` checks on held-out seeds. One thing it
 cannot hide: where a path is short (6 dashes), it lies within a few pixels of its markers, bent or not, and the
 cut with it, so the pixels near the markers and between them show the cut; the task retires that setting for
-claims (:meth:`tokenmix.tasks.pathfinder.PathfinderTask.retired_setting`).
+claims (:meth:`tokenmix.tasks.pathfinder.PathfinderTask.retired_setting`). Two options move the cut away from
+where cheap features look, for the audit's variants (both 0 by default): ``clearance``, the least distance in
+pixels from the cut dash to either end of its curve, and ``chord_clearance``, from the straight segment between
+the ends; they select which layouts can be cut, alike for both classes, and move the leak rather than remove it
+(the audit notes give their numbers).
 
 :func:`generate` draws ``count`` images from ``numpy.random.default_rng(seed)`` (half of each class, in a
 seeded random order), so a seed fixes the data set; :func:`generate_examples` gives the markers' centres too;
@@ -70,6 +74,7 @@ _TURN_TRIES = 8  # draws of one dash's turn before the curve is dropped
 _BATCH = 48  # curves grown side by side
 _STEP = 0.5  # pixels between the centre-line samples that the distance checks use
 _GRID = 2  # cells a pixel of the masks that keep curves apart
+_MAX_LAYOUTS = 2000  # layouts drawn for one picture before the parameters are declared unworkable
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ class PathfinderConfig:
     min_distance: float = 6.0
     min_piece: int = 2
     bend: float = 40.0
+    clearance: float = 0.0
+    chord_clearance: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("size", "length", "distractor_length", "min_piece"):
@@ -102,7 +109,8 @@ class PathfinderConfig:
             raise ValueError(f"pathfinder: distractors must be an int >= 0, got {self.distractors!r}")
         if self.size < 16:
             raise ValueError(f"pathfinder: size must be >= 16 (two long curves and their markers), got {self.size}")
-        for name in ("dash", "space", "max_turn", "bend", "width", "gap", "marker", "core", "level", "min_distance"):
+        for name in ("dash", "space", "max_turn", "bend", "clearance", "chord_clearance", "width", "gap", "marker",
+                     "core", "level", "min_distance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"pathfinder: {name} must be a finite number >= 0, got {value!r}")
@@ -119,6 +127,12 @@ class PathfinderConfig:
         if self.length < 2 * self.min_piece + 1:
             raise ValueError(f"pathfinder: length must be >= 2 min_piece + 1 = {2 * self.min_piece + 1} (a cut "
                              f"leaves two pieces of min_piece dashes at least), got {self.length}")
+        period = self.dash + self.space
+        if not any(min(j, self.length - 1 - j) * period >= self.clearance
+                   for j in range(self.min_piece, self.length - self.min_piece)):
+            raise ValueError(f"pathfinder: no dash of a curve of {self.length} dashes lies clearance = "
+                             f"{self.clearance:g} pixels along the curve from both its ends, so none could be cut: "
+                             f"lower clearance or draw longer curves")
 
     def cache_name(self, seed: int, count: int) -> str:
         fields = "-".join(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}" for k, v in asdict(self).items())
@@ -293,8 +307,9 @@ def _apart(config: PathfinderConfig, caps: int = 0) -> float:
 
 def _cuts(curve: _Curve, config: PathfinderConfig) -> list[int]:
     """The dashes whose removal cuts ``curve`` into two curves: at least ``min_piece`` dashes from either end,
-    and leaving the two pieces, caps included, :func:`_apart` everywhere (so no inked pixel of one touches one of
-    the other)."""
+    ``clearance`` pixels from both ends and ``chord_clearance`` from the straight segment between them (every
+    point of the dash; both 0 by default), and leaving the two pieces, caps included, :func:`_apart` everywhere
+    (so no inked pixel of one touches one of the other)."""
     t = np.linspace(0, 1, max(2, int(math.ceil(config.dash / 0.25)) + 1))
     starts, ends = curve.dashes[:, None, 0, :], curve.dashes[:, None, 1, :]
     points = starts + t[None, :, None] * (ends - starts)
@@ -302,6 +317,9 @@ def _cuts(curve: _Curve, config: PathfinderConfig) -> list[int]:
     out = []
     for j in range(config.min_piece, len(curve.dashes) - config.min_piece):
         before, after = points[:j].reshape(-1, 2), points[j + 1:].reshape(-1, 2)
+        if (_distances(points[j], curve.ends).min() < config.clearance
+                or _coverage(points[j], first, last).min() < config.chord_clearance):
+            continue
         if (_distances(before, after).min() >= _apart(config)
                 and min(_distances(first, after).min(), _distances(last, before).min()) >= _apart(config, caps=1)):
             out.append(j)
@@ -312,10 +330,14 @@ def draw(rng: np.random.Generator, config: PathfinderConfig, label: int) -> Exam
     """One picture of class ``label`` (1: both markers on one curve) and its markers. The layout, the path, the
     markers and each long curve's cut dash are drawn first, alike for both labels; ``label`` only says which
     long curve is cut (the twin for 1, the path for 0)."""
-    while True:
+    for _ in range(_MAX_LAYOUTS):
         curves = _layout(rng, config)
         if curves is not None and all(cuts := [_cuts(c, config) for c in curves[:2]]):
             break
+    else:
+        raise ValueError(f"pathfinder: none of {_MAX_LAYOUTS} layouts drawn with {config} held two long curves that "
+                         f"could be cut; ease the constraints (length, size, distractors, min_piece, clearance, "
+                         f"chord_clearance)")
     path = int(rng.integers(2))
     cut = [int(rng.choice(c)) for c in cuts]
     cut_curve = 1 - path if label else path
