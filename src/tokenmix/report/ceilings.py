@@ -89,6 +89,6 @@ def ceiling_for(data: Path, task: dict) -> dict[str, str] | None:
 
 
 def below_ceiling(label: str, mean: float, row: dict[str, str]) -> str:
-    """A caveat: the label's mean accuracy is at or below what a cheap baseline gets without mixing tokens."""
+    """A caveat: the label's mean accuracy is at or below what the task's best cheap baseline gets."""
     return (f"{label} ({mean:.3f}) at or below the task's shortcut ceiling {float(row['accuracy']):.3f} "
-            f"({row['baseline']}): not evidence that it learnt to mix tokens")
+            f"({row['baseline']}): not evidence that it learnt more than that shortcut")

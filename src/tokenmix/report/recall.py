@@ -93,8 +93,8 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
 
 def recall_section(data: Path, *, experiments: Path | None = None, out: Path | None = None,
                    plots: bool = True) -> list[str]:
-    """The section: the table of every (mechanism, width) at every length, the two pictures (linked relative to
-    the report ``out``), or the commands that produce them."""
+    """The section: the table of every (mechanism, width) at every length and, unless ``plots`` is False, the two
+    pictures (drawn into ``data/img`` and linked relative to the report ``out``) or why they could not be drawn."""
     values = recall_values(data)
     lines = ["### Recall against length and state (the sweep's pictures)", ""]
     if not values:
@@ -110,7 +110,9 @@ def recall_section(data: Path, *, experiments: Path | None = None, out: Path | N
     lines += ["Test accuracy, mean over the seeds recorded (their number in brackets), at the learning rate chosen "
               "on validation:", ""]
     lines += table(["label", *(f"N = {n}" for n in LENGTHS)], body) + [""]
-    notes = _plots(values, _states(experiments) if experiments is not None else {}, data / "img") if plots else []
+    if not plots:
+        return lines
+    notes = _plots(values, _states(experiments) if experiments is not None else {}, data / "img")
     if notes:
         return lines + notes
     where = Path(os.path.relpath(data / "img", (out or data / "report.md").parent))
