@@ -185,3 +185,20 @@ def test_tokenmix_data_audit_prints_and_writes_the_table(tmp_path, capsys):
         main(["data", "listops", "--examples", "10"])
     with pytest.raises(SystemExit, match="held-out seed must differ"):
         main(["data", "audit", "recall", "--seeds", "3", "3"])
+
+
+def test_the_picture_in_the_markers_frame_follows_the_markers():
+    """The audit's "picture in the markers' frame" resamples every picture centred between its markers and turned
+    so that the second marker lies to the right: a pixel keeps its cell when the whole picture turns by 90 degrees
+    with its markers."""
+    from tokenmix.tasks.auditpathfinder import PathfinderData, _frame_picture
+
+    image = np.zeros((1, 32, 32))
+    image[0, 7, 18] = 1.0  # 3 pixels along from the midpoint (10, 15) of markers (10, 10) and (10, 20), 3 aside
+    turned = np.rot90(image, k=1, axes=(1, 2)).copy()  # (r, c) -> (31 - c, r)
+    markers = np.array([[[10, 10], [10, 20]]])
+    turned_markers = np.array([[[21, 10], [11, 10]]])  # the same two markers after the turn, in the same order
+    cells = [_frame_picture(PathfinderData(img, m, np.zeros(1, dtype=np.int64))).reshape(33, 33)
+             for img, m in ((image, markers), (turned, turned_markers))]
+    assert cells[0][16 + 3, 16 + 3] == 1.0 and cells[0].sum() == 1.0
+    assert np.array_equal(cells[0], cells[1])

@@ -16,9 +16,10 @@ The baselines per task:
 
 * ``pathfinder`` (Linsley et al., 2018; Tay et al., 2021): raw pixels; ink amount; marker positions and their
   distance; pixel patches around each marker (as drawn, and turned so that the other marker lies to the right:
-  whether the curve leaves a marker towards the other); the pixels along the straight line between the markers
-  (and a band either side); connected-component statistics — how many components, their sizes, the largest —
-  at several ink thresholds and dilations that bridge the spaces between dashes, computed with
+  whether the curve leaves a marker towards the other, up to 21 x 21); the whole picture resampled in the
+  markers' frame (centred between them, the other marker to the right); the pixels along the straight line
+  between the markers (and a band either side); connected-component statistics — how many components, their
+  sizes, the largest — at several ink thresholds and dilations that bridge the spaces between dashes, computed with
   ``scipy.ndimage.label`` and never locating the markers; all of these together. Apart: the rule (both markers
   in one component) and the size of each marker's own component (following one curve from a marker: tracing);
 * ``lra_text`` (Tay et al., 2021, "Text"): bag of bytes; hashed byte n-grams (n up to 4); the length;

@@ -79,6 +79,17 @@ def _aligned_patches(data: PathfinderData, radius: int) -> np.ndarray:
     return np.concatenate(out, 1)
 
 
+def _frame_picture(data: PathfinderData, half: int = 16) -> np.ndarray:
+    """The whole picture resampled on a (2 half + 1)² grid of pixel steps centred between the markers and turned so
+    that the second marker lies along +x: where the ink lies relative to both markers at once."""
+    m, along, normal = _frame(data)
+    offsets = np.arange(-half, half + 1, dtype=np.float64)
+    grid_a, grid_n = np.meshgrid(offsets, offsets, indexing="ij")
+    points = (m.mean(1)[:, None, :] + grid_a.reshape(1, -1, 1) * along[:, None, :]
+              + grid_n.reshape(1, -1, 1) * normal[:, None, :])
+    return _sample(data.images, points)
+
+
 def _chord(data: PathfinderData, steps: int = 16, half_width: int = 3, threshold: float | None = None) -> np.ndarray:
     """The picture along the straight line between the markers (``steps`` points) and on lines beside it (up to
     ``half_width`` pixels either side), with each line's mean; ``threshold``: of the inked pixels alone (level
@@ -104,7 +115,8 @@ def _labelled(data: PathfinderData, threshold: float, dilation: int) -> list[tup
         try:
             from scipy import ndimage
         except ModuleNotFoundError:
-            raise ModuleNotFoundError("the component statistics need scipy: pip install 'tokenmix-lab[audit]'") from None
+            raise ModuleNotFoundError("the component statistics need scipy: "
+                                      "pip install 'tokenmix-lab[audit]'") from None
 
         square = np.ones((3, 3), dtype=bool)
         out = []
@@ -166,8 +178,8 @@ def _marker_geometry(data: PathfinderData) -> np.ndarray:
 
 def _cheap(data: PathfinderData) -> np.ndarray:
     """Every cheap Pathfinder feature at once."""
-    return np.concatenate([_ink(data), _marker_geometry(data), _patches(data, 3), _aligned_patches(data, 4),
-                           _chord(data), _component_stats(data)], 1)
+    return np.concatenate([_ink(data), _marker_geometry(data), _patches(data, 3), _aligned_patches(data, 10),
+                           _frame_picture(data), _chord(data), _component_stats(data)], 1)
 
 
 def pathfinder_baselines() -> list[Baseline]:
@@ -181,6 +193,8 @@ def pathfinder_baselines() -> list[Baseline]:
         Baseline("patches at the markers (9 x 9)", lambda d: _patches(d, 4)),
         Baseline("patches at the markers, turned to the other (9 x 9)", lambda d: _aligned_patches(d, 4)),
         Baseline("patches at the markers, turned to the other (15 x 15)", lambda d: _aligned_patches(d, 7)),
+        Baseline("patches at the markers, turned to the other (21 x 21)", lambda d: _aligned_patches(d, 10)),
+        Baseline("the picture in the markers' frame (33 x 33)", _frame_picture),
         Baseline("line between the markers (±3 px)", _chord),
         Baseline("line between the markers (±3 px), inked or not", lambda d: _chord(d, threshold=0.0)),
         Baseline("component statistics (bridged; no markers)", _component_stats, binned=True),
