@@ -65,29 +65,30 @@ def _patches(data: PathfinderData, radius: int) -> np.ndarray:
     return np.concatenate(out, 1)
 
 
+def _turned_square(data: PathfinderData, centres: np.ndarray, half: int, sign: float, along: np.ndarray,
+                   normal: np.ndarray) -> np.ndarray:
+    """The pixels on a (2 half + 1)² grid of pixel steps around each picture's centre (n, 2), its axes ``sign``
+    times the frame's ``along`` and ``normal`` directions."""
+    offsets = np.arange(-half, half + 1, dtype=np.float64)
+    grid_a, grid_n = np.meshgrid(offsets, offsets, indexing="ij")
+    points = (centres[:, None, :] + sign * grid_a.reshape(1, -1, 1) * along[:, None, :]
+              + sign * grid_n.reshape(1, -1, 1) * normal[:, None, :])
+    return _sample(data.images, points)
+
+
 def _aligned_patches(data: PathfinderData, radius: int) -> np.ndarray:
     """The pixels around each marker sampled in a frame turned so that the other marker lies along +x: whether
     the curve leaves a marker towards the other one, and how."""
     m, along, normal = _frame(data)
-    offsets = np.arange(-radius, radius + 1, dtype=np.float64)
-    grid_a, grid_n = np.meshgrid(offsets, offsets, indexing="ij")
-    out = []
-    for k, sign in ((0, 1.0), (1, -1.0)):
-        points = (m[:, k, None, :] + sign * grid_a.reshape(1, -1, 1) * along[:, None, :]
-                  + sign * grid_n.reshape(1, -1, 1) * normal[:, None, :])
-        out.append(_sample(data.images, points))
-    return np.concatenate(out, 1)
+    return np.concatenate([_turned_square(data, m[:, k], radius, sign, along, normal)
+                           for k, sign in ((0, 1.0), (1, -1.0))], 1)
 
 
 def _frame_picture(data: PathfinderData, half: int = 16) -> np.ndarray:
     """The whole picture resampled on a (2 half + 1)² grid of pixel steps centred between the markers and turned so
     that the second marker lies along +x: where the ink lies relative to both markers at once."""
     m, along, normal = _frame(data)
-    offsets = np.arange(-half, half + 1, dtype=np.float64)
-    grid_a, grid_n = np.meshgrid(offsets, offsets, indexing="ij")
-    points = (m.mean(1)[:, None, :] + grid_a.reshape(1, -1, 1) * along[:, None, :]
-              + grid_n.reshape(1, -1, 1) * normal[:, None, :])
-    return _sample(data.images, points)
+    return _turned_square(data, m.mean(1), half, 1.0, along, normal)
 
 
 def _chord(data: PathfinderData, steps: int = 16, half_width: int = 3, threshold: float | None = None) -> np.ndarray:
