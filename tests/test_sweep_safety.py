@@ -306,3 +306,23 @@ def test_one_sweep_per_experiment_and_results_folder_whatever_its_out(tmp_path, 
     monkeypatch.setattr(compare_module, "run_one", run_one)
     compare(experiment, tmp_path / "two", isolate=False, progress=False, results_dir=docs)  # free again
     assert not list(docs.glob(".tokenmix*"))  # released on the way out
+
+
+def test_a_sweep_stops_on_sigterm_and_gives_the_callers_handler_back(tmp_path, monkeypatch):
+    caller = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: caller.append(signum))
+    try:
+        def killed(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)  # during a run, SIGTERM stops the sweep as Ctrl-C does
+            pytest.fail("SIGTERM did not interrupt the run")
+
+        monkeypatch.setattr(compare_module, "run_one", killed)
+        with pytest.raises(KeyboardInterrupt, match="signal 15"):
+            compare(tiny(), tmp_path / "out", isolate=False, progress=False)
+        assert caller == []
+        monkeypatch.undo()
+        compare(tiny(), tmp_path / "again", isolate=False, progress=False)
+        os.kill(os.getpid(), signal.SIGTERM)  # after the sweep, interrupted or not, the caller's handler again
+        assert caller == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

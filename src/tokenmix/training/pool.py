@@ -81,16 +81,26 @@ class Progress:
 
 
 
-def interrupt_on_sigterm() -> None:
-    """``kill`` (SIGTERM) stops a sweep like Ctrl-C does, so that its runs are stopped with it (main thread)."""
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """While the block runs, ``kill`` (SIGTERM) stops a sweep like Ctrl-C does, so that its runs are stopped with
+    it (main thread only); the handler the caller had is restored afterwards, so calling a sweep from a program
+    leaves that program's own SIGTERM handling as it was."""
     import signal
     import threading
 
-    if threading.current_thread() is threading.main_thread():
-        def interrupt(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt(f"signal {signum}")
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
-        signal.signal(signal.SIGTERM, interrupt)
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_pool(todo: list[PlannedRun], data: dict[str, Any], out: str, threads: int, jobs: int, bar: Progress,

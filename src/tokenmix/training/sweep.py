@@ -255,24 +255,24 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
                                 run_config(experiment, p.spec, threads), task)
 
     data = experiment.to_dict()
-    interrupt_on_sigterm()
-    if executor == "submitit":
-        with pinned_numerics() if pin else contextlib.nullcontext():  # the jobs' environment is the submitter's
-            results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
-                                       results_dir=results_dir, commit=commit, progress=progress))
-        todo = []
-    bar = Progress(planned, set(results) | set(recorded), progress if todo else False)
-    try:
-        if isolate:
-            run_pool(todo, data, str(out), threads, jobs, bar, results, finished, pin)
-        else:
-            for p in todo:
-                bar.start(p.spec.key)
-                results[p.spec.key] = run_one(data, p.spec.label, p.spec.seed, str(out), threads, bar.update)
-                bar.finish(p.spec.key, results[p.spec.key]["steps"])
-                finished(p, results[p.spec.key])
-    finally:
-        bar.close()
+    with interrupt_on_sigterm():
+        if executor == "submitit":
+            with pinned_numerics() if pin else contextlib.nullcontext():  # the jobs' environment is the submitter's
+                results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
+                                           results_dir=results_dir, commit=commit, progress=progress))
+            todo = []
+        bar = Progress(planned, set(results) | set(recorded), progress if todo else False)
+        try:
+            if isolate:
+                run_pool(todo, data, str(out), threads, jobs, bar, results, finished, pin)
+            else:
+                for p in todo:
+                    bar.start(p.spec.key)
+                    results[p.spec.key] = run_one(data, p.spec.label, p.spec.seed, str(out), threads, bar.update)
+                    bar.finish(p.spec.key, results[p.spec.key]["steps"])
+                    finished(p, results[p.spec.key])
+        finally:
+            bar.close()
     rows = [recorded[p.spec.key][0] if p.spec.key in recorded
             else result_row(experiment, p.spec, results[p.spec.key]) for p in planned]
     histories = {(p.spec.label, p.spec.seed): recorded[p.spec.key][1] if p.spec.key in recorded
