@@ -87,6 +87,24 @@ def test_cuts_keep_their_clearance_and_unworkable_settings_fail(monkeypatch):
         draw(np.random.default_rng(0), PathfinderConfig(length=9, chord_clearance=40.0), 0)
 
 
+def test_a_shifted_cut_moves_the_dash_aside_as_a_component_of_its_own():
+    """With ``shift`` the cut dash is moved aside instead of left out: the same layout (the same draws before the
+    label) gives one component more than without it in both classes, and the rule still reads the label."""
+    from scipy import ndimage
+
+    def components(image):
+        return ndimage.label(image > 0, structure=np.ones((3, 3)))[1]
+
+    moved, plain = PathfinderConfig(length=9, shift=3.5), PathfinderConfig(length=9)
+    for seed in range(6):
+        for label in (0, 1):
+            image, markers = draw(np.random.default_rng(seed), moved, label)
+            assert connected(image, *markers) == bool(label)
+            assert components(image) == components(draw(np.random.default_rng(seed), plain, label)[0]) + 1
+    with pytest.raises(ValueError, match="shift must be a finite number >= 0"):
+        PathfinderConfig(shift=-1.0)
+
+
 def test_curves_bend_each_its_own_way():
     """Each curve draws one bend for all its turns (±``bend`` degrees): the two ends of a path of 9 dashes lie
     closer than those of straight strokes, at every distance from curled to near-straight. (Without the bend,
