@@ -233,6 +233,27 @@ def test_a_rerun_that_differs_under_the_same_code_keeps_the_rows_and_the_report_
     assert "relation seed 0: value 0.123 -> " in line and "1 rerun reproduced it exactly" in line
 
 
+def test_a_rerun_under_other_code_and_other_numerics_keeps_the_rows(recorded, tmp_path):
+    """A row of older code and unrecorded numerics (an unpinned row from before hosts were kept) that a rerun does
+    not reproduce may differ by its code or by its host: the cause says so and no row is made stale."""
+    from tokenmix.report.document import not_pooled
+    from tokenmix.report.sections import Study
+
+    docs = copy_docs(recorded, tmp_path)
+    experiment, record = recorded[1], ResultsDir(docs, recorded[1].name)
+    header, rows = read_csv(record.csv)
+    old = [{**r, "code": "0123456789ab", "numerics": "", "host": ""} if r["label"] == "relation" else r
+           for r in rows]
+    old[0]["value"] = "0.123"
+    write_csv(record.csv, header, old)
+    added = verify(experiment, docs, 1, tmp_path / "verify", progress=False)
+    relation = next(r for r in added if r["label"] == "relation")
+    assert relation["reproduced"] == "false" and relation["cause"] == "code or host"
+    assert record.stale_codes() == {} and record.rows()[("relation", 0)]["value"] == "0.123"  # kept
+    excluded, _ = not_pooled(Study(file="x.toml", experiment=experiment, paper=None, claims=[]), docs)
+    assert excluded == {}
+
+
 @pytest.fixture
 def watch_training(monkeypatch):
     """A function that, once called, records (label, seed) of every run a sweep in this process trains (it still

@@ -258,12 +258,15 @@ class ResultsDir:
                                             VERIFY_COLUMNS, {"seed": int})]
 
     def stale_codes(self) -> dict[str, str]:
-        """code -> why rows of that code are stale: a rerun of one of its rows under other code (and the same
-        config_hash) did not reproduce it. Reruns under the same code that differ show nondeterminism, not
-        staleness, and are left to :meth:`provenance_summary`."""
+        """code -> why rows of that code are stale: a rerun of one of its rows under other code and the same
+        numerics (cause "code"; a ledger line from before causes were recorded counts as one) did not reproduce it.
+        A rerun whose numerics differed too (cause "code or host") cannot blame the code and keeps the rows, as
+        ``--verify`` says when it finds it; reruns under the same code that differ show nondeterminism or the
+        host, not staleness, and are left to :meth:`provenance_summary`."""
         out: dict[str, str] = {}
         for v in self.verifications():
-            if v["reproduced"] == "false" and v["row_code"] != v["rerun_code"]:
+            if (v["reproduced"] == "false" and v["row_code"] != v["rerun_code"]
+                    and v.get("cause", "") in ("", "code")):
                 out[v["row_code"]] = (f"its code {v['row_code'] or '(unknown)'} gives other results than code "
                                       f"{v['rerun_code']} (commit {v['rerun_commit'] or '?'}): {v['label']} seed "
                                       f"{v['seed']} rerun {v['date']} gave {v['difference']}")
