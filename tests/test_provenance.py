@@ -252,6 +252,11 @@ def test_a_rerun_under_other_code_and_other_numerics_keeps_the_rows(recorded, tm
     assert record.stale_codes() == {} and record.rows()[("relation", 0)]["value"] == "0.123"  # kept
     excluded, _ = not_pooled(Study(file="x.toml", experiment=experiment, paper=None, claims=[]), docs)
     assert excluded == {}
+    from tokenmix.report.notes import provenance_note
+
+    found = type("Found", (), {"provenance": record.provenance_summary()})()
+    line = next(x for x in provenance_note(found) if x.startswith("| 0123456789ab "))
+    assert "**1 differ** (relation seed 0: value 0.123 -> " in line and "; code or host: rows kept)" in line
 
 
 @pytest.fixture

@@ -75,7 +75,10 @@ def provenance_note(found: ExperimentData) -> list[str]:
         verified = []
         if g["reproduced"]:
             n = len(g["reproduced"])
-            verified.append(f"{n} rerun{'s' if n > 1 else ''} reproduced it exactly (code {', '.join(same)})")
+            hosts = sorted({v["cpu"] for v in g["reproduced"] if v.get("cpu")} - g["cpu"]) if g["cpu"] else []
+            elsewhere = f"; on {', '.join(hosts)}" if hosts else ""  # another CPU than the rows': host evidence
+            verified.append(f"{n} rerun{'s' if n > 1 else ''} reproduced it exactly (code {', '.join(same)}"
+                            f"{elsewhere})")
         if g["differs"]:
             v = g["differs"][-1]
             same_code = sum(d["rerun_code"] == g["code"] for d in g["differs"])
@@ -83,8 +86,9 @@ def provenance_note(found: ExperimentData) -> list[str]:
             # deterministic across hosts or runs, and a reader has to know that
             under = (f", {same_code} of them under the same code: not deterministic here (the host or the run), "
                      f"the rows are kept") if same_code else ""
+            why = {"code or host": "; code or host: rows kept", "host": "; host: rows kept"}.get(v.get("cause", ""), "")
             verified.append(f"**{len(g['differs'])} differ**{under} ({v['label']} seed {v['seed']}: "
-                            f"{v['difference']})")
+                            f"{v['difference']}{why})")
         commits = sorted(g["commits"])
         lines.append(f"| {g['code'] or '(none)'} | {g['rows']} | "
                      f"{', '.join(commits[:3]) + (f' +{len(commits) - 3}' if len(commits) > 3 else '') or '-'} | "
