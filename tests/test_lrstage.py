@@ -93,6 +93,13 @@ def test_two_stages_end_to_end_reuse_the_stage_runs_at_the_chosen_rate(tmp_path,
     assert choice[0] == "label,lr,mean_best_val,seeds,chosen" and len(choice) == 7
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Reading: recall against state" in report and "(grows)" in report
+    # the report reads the recorded rows at the rates their recorded stage chose: every one pooled (rows at a
+    # chosen rate were once all set aside as "config changed" against the preset's rate)
+    from tokenmix.report.document import not_pooled
+    from tokenmix.report.sections import Study
+
+    excluded, _ = not_pooled(Study(experiment(), "x.toml", None, []), tmp_path / "rec")
+    assert excluded == {}
 
 
 def test_the_dry_run_plans_both_stages(tmp_path, capsys):

@@ -106,16 +106,20 @@ def not_pooled(study: Study, data: Path) -> tuple[dict[tuple[str, int], str], li
     """The recorded rows that no mean or test may use, (label, seed) -> why: a row whose config_hash is not the
     one the experiment file gives its run now (the file changed after it, or the row is foreign), a row of a
     label or seed the file does not plan, and a row whose code a ``--verify`` rerun showed to give other
-    results (:meth:`~tokenmix.training.results.ResultsDir.stale_reason`). Also the provenance summary. The
+    results (:meth:`~tokenmix.training.results.ResultsDir.stale_reason`); an experiment with ``lr_grid`` is read at
+    the rates its recorded learning-rate stage chose. Also the provenance summary. The
     results file is read checked: a damaged, duplicated or conflicting row stops the report naming it."""
     from tokenmix.tasks import task_info
+    from tokenmix.training.lrstage import recorded_rates
     from tokenmix.training.results import ResultsDir, run_config
 
-    experiment = study.experiment
     record = ResultsDir(data, study.name)
     if not record.csv.exists():
         return {}, []
-    runs = {(r.label, r.seed): r for r in experiment.runs(task_info(experiment.task["name"]).kind)}
+    info = task_info(study.experiment.task["name"])
+    # an experiment with a learning-rate stage runs each entry at the rate its recorded stage chose
+    experiment = recorded_rates(study.experiment, info.kind, data, info.higher_is_better)
+    runs = {(r.label, r.seed): r for r in experiment.runs(info.kind)}
     out: dict[tuple[str, int], str] = {}
     for key, row in record.rows().items():
         run = runs.get(key)

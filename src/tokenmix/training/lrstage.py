@@ -21,7 +21,8 @@ from typing import Any
 from .entries import MixerEntry
 from .experiment import Experiment
 
-__all__ = ["LR_STAGE_DIR", "has_lr_stage", "stage_label", "lr_stage", "choose_rates", "with_rates", "write_choice"]
+__all__ = ["LR_STAGE_DIR", "has_lr_stage", "stage_label", "lr_stage", "choose_rates", "with_rates", "write_choice",
+           "recorded_rates"]
 
 
 LR_STAGE_DIR = "lr-stage"  # the first stage's out folder, inside the experiment's
@@ -103,3 +104,21 @@ def write_choice(path: Path, experiment: Experiment, task_kind: str, rows: list[
     return path
 
 
+
+
+def recorded_rates(experiment: Experiment, task_kind: str, results_dir: str | Path,
+                   higher_is_better: bool) -> Experiment:
+    """The experiment as ``tokenmix compare --results results_dir`` runs its second stage: each entry at the rate
+    that the first stage's rows recorded there (``<name>-lr.csv``) choose. Unchanged without ``lr_grid``, and
+    while that stage is not complete in ``results_dir`` (no rate is chosen yet, so no second-stage row can be
+    of it)."""
+    from .results import ResultsDir
+
+    if not has_lr_stage(experiment):
+        return experiment
+    rows = list(ResultsDir(results_dir, f"{experiment.name}-lr").rows().values())
+    try:
+        chosen = choose_rates(experiment, task_kind, rows, higher_is_better)
+    except ValueError:
+        return experiment
+    return with_rates(experiment, task_kind, chosen)
