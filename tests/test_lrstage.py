@@ -100,6 +100,11 @@ def test_two_stages_end_to_end_reuse_the_stage_runs_at_the_chosen_rate(tmp_path,
 
     excluded, _ = not_pooled(Study(experiment(), "x.toml", None, []), tmp_path / "rec")
     assert excluded == {}
+    # and --verify reruns them at those rates: every entry's row is current, none skipped as "config changed"
+    from tokenmix.training.verify import verify_plan
+
+    chosen, skipped = verify_plan(experiment(), tmp_path / "rec", 1)
+    assert skipped == [] and sorted(r["label"] for r in chosen) == ["lin", "mlp", "softmax"]
 
 
 def test_the_dry_run_plans_both_stages(tmp_path, capsys):

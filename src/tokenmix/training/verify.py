@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .experiment import Experiment
+from .lrstage import has_lr_stage, recorded_rates
 from .numerics import PINNED, same_numerics_key
 from .provenance import code_version, git_state
 from .results import (COLUMNS, ResultsDir, config_hash, history_records, reproduction_difference, result_row,
@@ -88,6 +89,19 @@ def choose_per_code(rows: list[dict[str, str]], k: int, checked: set[str]) -> li
             for row in _in_turn(sorted(group, key=lambda r: int(r["seed"])), "label", k)]
 
 
+def at_recorded_rates(experiment: Experiment, results_dir: str | Path) -> Experiment:
+    """An experiment with ``lr_grid`` as its recorded rows were run: each entry at the rate its learning-rate stage,
+    recorded in ``results_dir``, chose (:func:`~tokenmix.training.lrstage.recorded_rates`); others unchanged."""
+    from ..tasks import task_info
+
+    info = task_info(experiment.task["name"])
+    final = recorded_rates(experiment, info.kind, results_dir, info.higher_is_better)
+    if has_lr_stage(final):
+        raise ValueError(f"--verify {experiment.name}: its learning-rate stage is not complete in {results_dir} "
+                         f"({experiment.name}-lr.csv): no rate is chosen yet, so no row of it can be rerun")
+    return final
+
+
 def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: int = 1, per: str = "label"
                 ) -> tuple[list[dict[str, str]], list[str]]:
     """The rows ``--verify k`` reruns (their config current, not yet rerun under this code; ``per="code"``: of the
@@ -99,6 +113,7 @@ def verify_plan(experiment: Experiment, results_dir: str | Path, k: int, jobs: i
     record = ResultsDir(results_dir, experiment.name)
     if not record.csv.exists():
         raise ValueError(f"--verify: {record.csv} does not exist: nothing recorded to verify")
+    experiment = at_recorded_rates(experiment, results_dir)
     task, planned = plan(experiment, _plan_task(experiment))
     threads = experiment.threads(jobs)
     current = {(p.spec.label, p.spec.seed): config_hash(run_config(experiment, p.spec, threads)) for p in planned}
@@ -150,6 +165,7 @@ def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str
     """Rerun ``k`` recorded rows per label (``per="code"``: per unchecked code version) into ``out_dir`` and
     compare (see the module docstring); returns the ledger records it added (nothing with ``dry_run``, which
     prints the chosen rows and their recorded time)."""
+    experiment = at_recorded_rates(experiment, results_dir)
     chosen, skipped = verify_plan(experiment, results_dir, k, jobs, per)
     for line in skipped:
         print(line, flush=True)
