@@ -104,8 +104,6 @@ def write_choice(path: Path, experiment: Experiment, task_kind: str, rows: list[
     return path
 
 
-
-
 def recorded_rates(experiment: Experiment, task_kind: str, results_dir: str | Path,
                    higher_is_better: bool) -> Experiment:
     """The experiment as ``tokenmix compare --results results_dir`` runs its second stage: each entry at the rate
