@@ -307,7 +307,7 @@ def test_list_fits_120_columns(capsys):
     main(["list"])
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= WIDTH
-    assert "lra_text (retired)" in out and "retired settings: pathfinder (length < 9: paths of fewer than 9 dashes)" in out
+    assert "lra_text (retired)" in out and "retired settings: pathfinder (length < 14 dashes)" in out
     main(["list", "--wide"])
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) > WIDTH
 
@@ -561,16 +561,22 @@ def test_claims_on_a_retired_task_are_refused_when_the_file_loads(tmp_path):
 
 
 def test_claims_on_a_retired_setting_are_refused_when_the_file_loads(tmp_path):
-    """Pathfinder's paths of fewer than 9 dashes lie near their markers, and so does the cut (the audit's line
-    between the markers finds it): a file with claims at 6 dashes is refused naming the setting and why; 9 and 14
-    dashes (the quick and paper presets) load, and so does the pilot without claims at any length."""
+    """Pathfinder's paths of fewer than 14 dashes run where their markers predict, and so does a negative's cut
+    (the audit's cheap baselines read it: 0.83 at 6 dashes, 0.57 at 9): a file with claims at 6 or 9 dashes (9 is
+    the quick preset) is refused naming the setting, its audited ceiling and why; 14 dashes (the paper preset,
+    LRA's setting) loads, and so does the pilot without claims at any length."""
     pilot = ROOT / "experiments" / "001-kerformer-lra-pilot-pathfinder.toml"
     claimed = tmp_path / "claimed.toml"
     claimed.write_text(pilot.read_text() + '\n[[claims]]\ntext = "softmax beats the mlp"\npaper = "none"\n'
                        'a = "softmax"\nb = "mlp"\nmeasure = "value"\nkind = "greater"\n')
-    with pytest.raises(ValueError, match="this setting of task .pathfinder. is retired: paths of 6 dashes .*No claim"):
+    with pytest.raises(ValueError, match="this setting of task .pathfinder. is retired: paths of 6 dashes .*0.83 "
+                                         ".*No claim"):
         load_experiment(claimed, ["task.length=6"])
-    assert load_experiment(claimed).task["preset"] == "quick"  # 9 dashes
+    with pytest.raises(ValueError, match="retired: paths of 9 dashes .*0.57 of the time at 9 dashes"):
+        load_experiment(claimed)  # the quick preset: 9 dashes
+    with pytest.raises(ValueError, match="retired: paths of 12 dashes .*are not audited, and at 9 dashes"):
+        load_experiment(claimed, ["task.length=12"])
     assert load_experiment(claimed, ["task.preset='paper'"]).task["preset"] == "paper"  # 14
-    assert load_experiment(claimed, ["task.length=9"]).task["length"] == 9
+    assert load_experiment(claimed, ["task.length=14"]).task["length"] == 14
     assert load_experiment(pilot, ["task.length=6"]).task["length"] == 6  # no claims: a pilot still runs
+    assert load_experiment(pilot).task["preset"] == "quick"

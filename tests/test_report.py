@@ -894,11 +894,13 @@ def test_the_report_shows_each_tasks_shortcut_ceiling(tmp_path):
     section = "\n".join(ceilings_section(tmp_path))
     assert "| `listops` | preset=quick | first 3 tokens | 0.361 | [0.340, 0.382] | 2000 | allowed |" in section
     audit.write_text(audit.read_text() + "pathfinder,length=6,line,shortcut,0.77,0.75,0.79,2000\n"
-                     "pathfinder,length=9,line,shortcut,0.52,0.50,0.54,2000\n"
+                     "pathfinder,length=9,frame,shortcut,0.573,0.562,0.584,8000\n"
+                     "pathfinder,length=14,frame,shortcut,0.513,0.502,0.524,8000\n"
                      "lra_text,preset=quick,byte 4-grams,shortcut,0.91,0.90,0.92,2000\n")
     section = "\n".join(ceilings_section(tmp_path))
     assert "| `pathfinder` | length=6 | line | 0.770 | [0.750, 0.790] | 2000 | refused: setting retired |" in section
-    assert "| `pathfinder` | length=9 | line | 0.520 | [0.500, 0.540] | 2000 | allowed |" in section
+    assert "| `pathfinder` | length=9 | frame | 0.573 | [0.562, 0.584] | 8000 | refused: setting retired |" in section
+    assert "| `pathfinder` | length=14 | frame | 0.513 | [0.502, 0.524] | 8000 | allowed |" in section
     assert "| 2000 | refused: task retired |" in section
     assert ceilings_section(tmp_path / "nowhere") == []
     audit.write_text(audit.read_text() + "recall,preset=quick,per position,shortcut,high,0.1,0.2,10\n")

@@ -39,10 +39,10 @@ marker to its far end and finding no marker there, or finding it short, is that 
 beyond the published descriptions, whose negatives draw two separate curves; it is there so that cheap
 statistics carry no label, which ``tokenmix data audit pathfinder`` checks on held-out seeds. One thing it
 cannot hide: where a path is short (6 dashes), it lies within a few pixels of its markers, bent or not, and the
-cut with it, so the pixels near the markers and between them show the cut; the task retires that setting for
-claims (:meth:`tokenmix.tasks.pathfinder.PathfinderTask.retired_setting`). At 9 dashes a weaker form of it stays:
-the path lies in a region its markers predict, so the whole picture resampled in the markers' frame still tells
-the class 0.56 of the time (all cheap features together 0.57); at 14 nothing cheap passes 0.52. Two options
+cut with it, so the pixels near the markers and between them show the cut. At 9 dashes a weaker form of it
+stays: the path lies in a region its markers predict, so the whole picture resampled in the markers' frame still
+tells the class 0.56 of the time (all cheap features together 0.57); at 14 nothing cheap passes 0.52. The task
+retires both shorter settings for claims (:meth:`tokenmix.tasks.pathfinder.PathfinderTask.retired_setting`). Two options
 move the cut away from where cheap features look, for the audit's variants (both 0 by default): ``clearance``,
 the least distance in pixels from the cut dash to either end of its curve, and ``chord_clearance``, from the
 straight segment between the ends; they select which layouts can be cut, alike for both classes, and move the
