@@ -12,8 +12,7 @@ import pytest
 import tokenmix.training.sweep as sweep_module
 from tokenmix.training.experiment import load_experiment
 from tokenmix.training.provenance import PROVENANCE_COLUMNS, code_version, code_version_at, provenance
-from tokenmix.training.results import (HASH_COLUMN, ResultsDir, ResultsError, config_hash, read_csv, run_config,
-                                       write_csv)
+from tokenmix.training.results import ResultsDir, ResultsError, config_hash, read_csv, run_config, write_csv
 from tokenmix.training.sweep import compare
 from tokenmix.training.verify import choose, verify, verify_plan
 

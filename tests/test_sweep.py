@@ -16,7 +16,7 @@ import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
 from tokenmix.training.build import make_task
 from tokenmix.training.experiment import load_experiment
-from tokenmix.training.results import (COLUMNS, HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, ResultsDir, config_hash,
+from tokenmix.training.results import (HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, ResultsDir, config_hash,
                                        git_commit,
                                        read_csv, run_config, upsert_rows)
 from tokenmix.training.sweep import compare
