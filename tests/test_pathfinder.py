@@ -124,6 +124,45 @@ def test_curves_bend_each_its_own_way():
     assert bent.min() < 0.5 * arc and bent.max() > 0.85 * arc  # curled and near-straight both occur
 
 
+def test_version_3_pictures_are_drawn_bitwise_as_they_were():
+    """The options added for the audit's variants (``twin_near`` the last) are off by default and draw nothing
+    differently: pictures, labels and markers of version 3 at every difficulty hash as they did when it was
+    written."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for length in LENGTHS:
+        images, labels, markers = generate_examples(8, seed=11, config=PathfinderConfig(length=length),
+                                                    progress=False)
+        for array in (images, labels, markers):
+            digest.update(array.tobytes())
+    assert digest.hexdigest()[:16] == "e1f5b5c0dc280920"
+
+
+def test_a_twin_near_the_path_runs_from_one_end_of_it_to_the_other():
+    """With ``twin_near`` the second long curve starts near one end of the first and ends near the other (each
+    end between the least distance at which caps do not touch and ``twin_near`` pixels), grown by the same law
+    otherwise; the rule still reads the label, and a distance at which caps would touch is refused."""
+    from tokenmix.data import pathfinder as pf
+
+    config = PathfinderConfig(length=9, twin_near=8.0)
+    rng, low = np.random.default_rng(7), pf._apart(config, caps=2)
+    layouts = [layout for layout in (pf._layout(rng, config) for _ in range(40)) if layout is not None][:8]
+    assert len(layouts) == 8
+    for first, twin, *_ in layouts:
+        near = pf._distances(twin.ends, first.ends)  # (twin end, first end)
+        paired = near.diagonal() if near[0, 0] + near[1, 1] < near[0, 1] + near[1, 0] else near[::-1].diagonal()
+        assert np.all((paired >= low) & (paired <= 8.0)), near
+        assert len(twin.dashes) == len(first.dashes) == 9
+        assert np.hypot(*(twin.ends[0] - twin.ends[1])) >= config.min_distance
+    for seed in range(6):
+        for label in (0, 1):
+            image, markers = draw(np.random.default_rng(seed), config, label)
+            assert connected(image, *markers) == bool(label)
+    with pytest.raises(ValueError, match="twin_near must be 0 .* or more than 5.42 pixels"):
+        PathfinderConfig(twin_near=5.0)
+
+
 @pytest.fixture(scope="module")
 def audits() -> dict[int, list[AuditRow]]:
     """The audit at every difficulty: fitted on seed 0, scored on held-out seed 1."""

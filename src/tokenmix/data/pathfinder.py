@@ -47,8 +47,10 @@ move the cut away from where cheap features look, for the audit's variants (both
 the least distance in pixels from the cut dash to either end of its curve, and ``chord_clearance``, from the
 straight segment between the ends; they select which layouts can be cut, alike for both classes, and move the
 leak rather than remove it. A third, ``shift``, moves the cut dash that many pixels sideways instead of leaving
-it out (it then touches nothing: the ink stays, the curve is still cut); it lowers the leak a little, not below
-0.55 (the audit notes give their numbers).
+it out (it then touches nothing: the ink stays, the curve is still cut); a fourth, ``twin_near``, grows the twin
+from near one end of the path to near the other (each of its ends at most that many pixels from one of the
+path's), so that the twin, and a positive's cut, run where the markers predict the path. Both lower the leak a
+little, not below 0.55 (the audit notes give their numbers).
 
 :func:`generate` draws ``count`` images from ``numpy.random.default_rng(seed)`` (half of each class, in a
 seeded random order), so a seed fixes the data set; :func:`generate_examples` gives the markers' centres too;
@@ -68,7 +70,7 @@ from pathlib import Path
 import numpy as np
 
 from .cache import cached
-from .pathfinder_curves import _coverage, _cuts, _distances, _layout, _moves
+from .pathfinder_curves import _apart, _coverage, _cuts, _distances, _layout, _moves
 
 __all__ = ["PathfinderConfig", "generate", "generate_examples", "draw", "draw_pair", "pathfinder_arrays",
            "connected", "bridged", "save_examples", "INK", "VERSION"]
@@ -101,6 +103,7 @@ class PathfinderConfig:
     clearance: float = 0.0
     chord_clearance: float = 0.0
     shift: float = 0.0
+    twin_near: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("size", "length", "distractor_length", "min_piece"):
@@ -111,9 +114,8 @@ class PathfinderConfig:
             raise ValueError(f"pathfinder: distractors must be an int >= 0, got {self.distractors!r}")
         if self.size < 16:
             raise ValueError(f"pathfinder: size must be >= 16 (two long curves and their markers), got {self.size}")
-        for name in ("dash", "space", "max_turn", "bend", "clearance", "chord_clearance", "shift", "width", "gap",
-                     "marker",
-                     "core", "level", "min_distance"):
+        for name in ("dash", "space", "max_turn", "bend", "clearance", "chord_clearance", "shift", "twin_near",
+                     "width", "gap", "marker", "core", "level", "min_distance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"pathfinder: {name} must be a finite number >= 0, got {value!r}")
@@ -127,6 +129,9 @@ class PathfinderConfig:
             raise ValueError(f"pathfinder: need gap >= width + 1 + √2 and min_distance >= 2 marker + 1 + √2 (so "
                              f"that no inked pixels of two curves, or of the two markers, touch), got gap {self.gap}, "
                              f"width {self.width}, min_distance {self.min_distance}, marker {self.marker}")
+        if self.twin_near and self.twin_near <= _apart(self, caps=2):
+            raise ValueError(f"pathfinder: twin_near must be 0 (the twin drawn anywhere) or more than "
+                             f"{_apart(self, caps=2):.2f} pixels (two caps closer would touch), got {self.twin_near}")
         if self.length < 2 * self.min_piece + 1:
             raise ValueError(f"pathfinder: length must be >= 2 min_piece + 1 = {2 * self.min_piece + 1} (a cut "
                              f"leaves two pieces of min_piece dashes at least), got {self.length}")

@@ -17,6 +17,7 @@ PathfinderConfig = Any
 _MAX_TRIES = 30  # starts of one curve before the whole layout starts again
 _TURN_TRIES = 8  # draws of one dash's turn before the curve is dropped
 _BATCH = 48  # curves grown side by side
+_BRIDGE_BATCH = 4 * _BATCH  # side by side when a curve must end near a given point (few do)
 _STEP = 0.5  # pixels between the centre-line samples that the distance checks use
 _GRID = 2  # cells a pixel of the masks that keep curves apart
 
@@ -84,16 +85,25 @@ def _disc(radius: float) -> np.ndarray:
     return np.stack([rows[keep], cols[keep]], axis=1)
 
 
-def _grow(rng: np.random.Generator, room: _Room, dashes: int, long: bool) -> _Curve | None:
+def _grow(rng: np.random.Generator, room: _Room, dashes: int, long: bool,
+          between: tuple[np.ndarray, np.ndarray, float, float] | None = None) -> _Curve | None:
     """A curve of ``dashes`` dashes grown one dash at a time from a uniform start: the first direction uniform,
     each later dash turning from the one before by an angle uniform within ``±max_turn``, the first of
     ``_TURN_TRIES`` draws that keeps it clear of the ``room`` and of the curve itself; a curve with no such draw
     is dropped. ``_BATCH`` curves grow side by side (one array operation a dash) and the first that reaches its
     length is taken — the same law as growing them one after the other; None when none does. A long curve's
-    ends also keep their caps clear of the placed lines (:func:`_apart`), and its two ends ``min_distance`` apart."""
+    ends also keep their caps clear of the placed lines (:func:`_apart`), and its two ends ``min_distance`` apart.
+    ``between`` (a, b, low, high): the curve starts uniformly within ``low``-``high`` pixels of point ``a`` and is
+    kept only if it ends that near ``b`` (more curves grow side by side, since few end there)."""
     config = room.config
     period, turn = config.dash + config.space, math.radians(config.max_turn)
-    point = rng.uniform(room.low, room.high, size=(_BATCH, 2))
+    if between is None:
+        point = rng.uniform(room.low, room.high, size=(_BATCH, 2))
+    else:
+        start, _, low, high = between
+        radius = rng.uniform(low, high, size=_BRIDGE_BATCH)
+        angle = rng.uniform(0, 2 * math.pi, size=_BRIDGE_BATCH)
+        point = start + radius[:, None] * np.stack([np.sin(angle), np.cos(angle)], axis=1)
     alive = np.flatnonzero(room.clear(point[:, None, :], wide=long))
     point = point[alive]
     t = np.arange(0.0, period, _STEP)
@@ -129,6 +139,8 @@ def _grow(rng: np.random.Generator, room: _Room, dashes: int, long: bool) -> _Cu
         begin = np.stack([s[b] for s in starts])
         unit = np.stack([np.sin([h[b] for h in heads]), np.cos([h[b] for h in heads])], axis=1)
         curve = _Curve(np.stack([begin, begin + config.dash * unit], axis=1), np.concatenate([x[b] for x in lines]))
+        if between is not None and not between[2] <= np.hypot(*(curve.ends[1] - between[1])) <= between[3]:
+            continue
         if not long or (np.hypot(*(curve.ends[0] - curve.ends[1])) >= config.min_distance
                         and room.clear(curve.ends[None, -1:], wide=True)[0]):
             return curve
@@ -137,13 +149,18 @@ def _grow(rng: np.random.Generator, room: _Room, dashes: int, long: bool) -> _Cu
 
 def _layout(rng: np.random.Generator, config: PathfinderConfig) -> list[_Curve] | None:
     """The two long curves, then the distractors, each grown beside those before it; None when one could not
-    be grown in ``_MAX_TRIES`` starts."""
+    be grown in ``_MAX_TRIES`` starts. With ``twin_near``, the second long curve runs from near one end of the
+    first (which end drawn at random) to near the other: each of its ends within ``twin_near`` pixels of one of
+    the first's, and as far as caps that do not touch (:func:`_apart`)."""
     room = _Room(config)
     placed: list[_Curve] = []
     for index, dashes in enumerate([config.length] * 2 + [config.distractor_length] * config.distractors):
-        long = index < 2
+        long, between = index < 2, None
+        if index == 1 and config.twin_near:
+            a, b = placed[0].ends if rng.integers(2) else placed[0].ends[::-1]
+            between = (a, b, _apart(config, caps=2), config.twin_near)
         for _ in range(_MAX_TRIES):
-            if (curve := _grow(rng, room, dashes, long)) is not None:
+            if (curve := _grow(rng, room, dashes, long, between)) is not None:
                 break
         else:
             return None
