@@ -89,8 +89,10 @@ def test_the_core_and_the_lab_ship_every_package_once():
     the same cut."""
     core = tomllib.loads((ROOT / "pyproject.toml").read_text())
     lab = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text())
-    core_packages, lab_packages = set(core["tool"]["setuptools"]["packages"]), set(lab["tool"]["setuptools"]["packages"])
-    present = {".".join(p.relative_to(ROOT / "src").parent.parts) for p in (ROOT / "src" / "tokenmix").rglob("__init__.py")}
+    core_packages = set(core["tool"]["setuptools"]["packages"])
+    lab_packages = set(lab["tool"]["setuptools"]["packages"])
+    inits = (ROOT / "src" / "tokenmix").rglob("__init__.py")
+    present = {".".join(p.relative_to(ROOT / "src").parent.parts) for p in inits}
     assert core_packages | lab_packages == present and not core_packages & lab_packages
     forbidden = next(c for c in _contracts() if c["id"] == "core-lab")
     assert set(forbidden["forbidden_modules"]) == lab_packages

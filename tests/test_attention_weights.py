@@ -38,7 +38,8 @@ def test_weights_reproduce_the_forward_pass(name, options, causal):
         torch.testing.assert_close(_through_weights(mixer, x, m), mixer(x, m), rtol=1e-9, atol=1e-9)
     weights = mixer.attention_weights(x, mask)
     assert weights.shape == (2, 2, 12, 12)
-    torch.testing.assert_close(weights[1, :, :7].sum(-1), torch.ones(2, 7, dtype=torch.float64), rtol=0, atol=1e-3)  # eps over small denominators
+    # atol: the eps over small denominators
+    torch.testing.assert_close(weights[1, :, :7].sum(-1), torch.ones(2, 7, dtype=torch.float64), rtol=0, atol=1e-3)
     assert torch.equal(weights[1, :, :, 7:], torch.zeros_like(weights[1, :, :, 7:]))  # padded keys
     assert torch.equal(weights[1, :, 7:], torch.zeros_like(weights[1, :, 7:]))  # padded queries' rows
     if causal:

@@ -51,4 +51,5 @@ def test_bad_options_are_refused(six_novels_dir):
                     test_size=2)
     (six_novels_dir / "Emma.txt").rename(six_novels_dir / "Emma Woodhouse.txt")
     with pytest.raises(ValueError, match="needs the six novels by their titles"):
-        create_task("lra_text", source=six_novels_dir, min_bytes=10, max_bytes=30, train_size=6, val_size=2, test_size=2)
+        create_task("lra_text", source=six_novels_dir, min_bytes=10, max_bytes=30, train_size=6, val_size=2,
+                    test_size=2)

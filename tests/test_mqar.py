@@ -93,7 +93,8 @@ def test_loss_and_accuracy_count_the_queries_alone(small):
             self.task, self.anchor = task, nn.Parameter(torch.zeros(()))
 
         def forward(self, ids):
-            targets = {tuple(r): t for r, t in zip(self.task.splits["val"].ids.tolist(), self.task.splits["val"].labels)}
+            val = self.task.splits["val"]
+            targets = {tuple(r): t for r, t in zip(val.ids.tolist(), val.labels)}
             logits = torch.zeros(*ids.shape, self.task.vocab_size)
             for b, row in enumerate(ids.tolist()):
                 t = targets[tuple(row)]

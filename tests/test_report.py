@@ -63,7 +63,8 @@ def _committed_samples() -> list[tuple[str, list[float], list[float]]]:
     cases = []
     for path in sorted(DATA.rglob("*.csv")):
         harness = ("-steptime", "-scaling", "-inference")
-        if path.stem.endswith(("-history", "-chance", "-speed", *harness, "-configs", "-verify", "speed", "task-audit")):
+        companions = ("-history", "-chance", "-speed", *harness, "-configs", "-verify", "speed", "task-audit")
+        if path.stem.endswith(companions):
             continue
         rows = read_csv(path)
         labels = list(dict.fromkeys(r["label"] for r in rows))
@@ -242,7 +243,8 @@ def test_inconclusive_says_why_and_what_would_decide_it():
     outcomes = verdicts(claims, {"a": seeds(1.03, 1.02, 1.04), "b": seeds(1.0, 1.01, 0.99)})
     assert [o.verdict for o in outcomes] == [OPEN] * 6
     reason = outcomes[0].reason
-    assert "n = 3 vs 3 seeds: the smallest attainable two-sided p is 0.1, at best 0.6 after Holm over 6 claims" in reason
+    assert ("n = 3 vs 3 seeds: the smallest attainable two-sided p is 0.1, at best 0.6 after Holm over 6 claims"
+            in reason)
     assert "means differ 3 %, sd 1 %: about 5 seeds per label would show it" in reason
     assert "normal approximation" in reason
     overlap = verdicts([claim()], {"a": seeds(1.0, 2.0, 3.0, 4.0, 5.0), "b": seeds(1.5, 2.5, 3.5, 4.5, 5.5)})[0]
@@ -350,7 +352,13 @@ def test_the_committed_experiment_files_carry_the_paper_claims():
 
     studies = load_studies(ROOT / "experiments")
     claims = [c for s in studies for c in s.claims]
-    # the 33 first judged; 2026-11-26: Kerformer's "linear in N", its speed against four others at two N, its ablations; 000 parity at three depths; 003 steps, contexts, embeddings; 004 under one epoch; 001 ViT accuracy and convergence; 002 SSA linear, Sparse n√n (two patterns), Average linear; 004 heads 1-32, depths 1-4, contexts 16-128; 001 Fig. 5 locality; 000 Table 2 at d = 128, 256 and against Linear; 002 Twins window optimum; 001 Tables 5-6 on ListOps at LRA length; 2026-11-28: 001 Table 3 memory at N = 10,000, Table 7 inference at 2k-4k; 2026-12-05: 005 recall (Zoology's and Based's Figure 2, DeltaNet's and Based's MQAR), 12 (the sweep cut to fit 24 h and the new mechanisms added, before any row)
+    # the 33 first judged; 2026-11-26: Kerformer's "linear in N", its speed against four others at two N, its
+    # ablations; 000 parity at three depths; 003 steps, contexts, embeddings; 004 under one epoch; 001 ViT accuracy
+    # and convergence; 002 SSA linear, Sparse n√n (two patterns), Average linear; 004 heads 1-32, depths 1-4, contexts
+    # 16-128; 001 Fig. 5 locality; 000 Table 2 at d = 128, 256 and against Linear; 002 Twins window optimum; 001
+    # Tables 5-6 on ListOps at LRA length; 2026-11-28: 001 Table 3 memory at N = 10,000, Table 7 inference at 2k-4k;
+    # 2026-12-05: 005 recall (Zoology's and Based's Figure 2, DeltaNet's and Based's MQAR), 12 (the sweep cut to fit
+    # 24 h and the new mechanisms added, before any row)
     assert sum(not c.added for c in claims) == 138
     assert all(c.equivalence is None for c in claims if c.harness)
     assert {s.paper.key for s in studies} == {"000", "001", "002", "003", "004", "005", "convert", "convert-recipes"}
@@ -934,7 +942,8 @@ def test_a_label_below_the_tasks_shortcut_ceiling_is_a_caveat_beside_its_verdict
     assert ceiling_for(tmp_path, {"name": "mqar", "preset": "quick", "seq_len": 128})["accuracy"] == "0.0200"
     assert ceiling_for(tmp_path, {"name": "recall", "preset": "quick"}) is None
     report = (Path(__file__).resolve().parents[1] / "docs" / "reproduction.md").read_text()
-    row = next(line for line in report.splitlines() if line.startswith("| `001-kerformer-lra-listops` | The task needs"))
+    prefix = "| `001-kerformer-lra-listops` | The task needs"
+    row = next(line for line in report.splitlines() if line.startswith(prefix))
     assert "softmax (0.288) at or below the task's shortcut ceiling 0.386 (first 2 tokens)" in row
     mqar_rows = [line for line in report.splitlines() if line.startswith("| `002-zoology-mqar")]
     flagged = [m for line in mqar_rows

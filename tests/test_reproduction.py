@@ -324,7 +324,8 @@ def test_a_claims_holm_family_is_fixed_when_it_is_registered(tmp_path):
     other = studies / "004-extractors-depth.toml"
     labels = [e.label for e in load_experiment(other).mixers]
     other.write_text(other.read_text() + "\n[[claims]]\ntext = \"a claim added later elsewhere\"\n"
-                     f"paper = \"Chen (2023)\"\na = \"{labels[0]}\"\nb = \"{labels[1]}\"\nkind = \"less\"\nmeasure = \"value\"\n")
+                     f"paper = \"Chen (2023)\"\na = \"{labels[0]}\"\nb = \"{labels[1]}\"\n"
+                     "kind = \"less\"\nmeasure = \"value\"\n")
     from tokenmix.report.document import load_studies
 
     assert any(c.text == "a claim added later elsewhere" for study in load_studies(studies) for c in study.claims)

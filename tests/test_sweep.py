@@ -77,7 +77,8 @@ def test_the_hash_ignores_what_does_not_change_a_run():
     assert config_hash(run_config(tiny(), base, 1)) != config_hash(run_config(tiny(), base, 2))  # threads count
     for change in ("train.lr=0.01", "model.dim=8", "task.seed=1", "train.preset='paper-003'"):
         other = tiny(change)
-        assert config_hash(run_config(other, other.runs(kind)[0], 1)) != config_hash(run_config(tiny(), base, 1)), change
+        changed_hash = config_hash(run_config(other, other.runs(kind)[0], 1))
+        assert changed_hash != config_hash(run_config(tiny(), base, 1)), change
     assert config_hash(run_config(tiny("seeds=[1]"), tiny("seeds=[1]").runs(kind)[0], 1)) != \
         config_hash(run_config(tiny(), base, 1))
 
@@ -146,7 +147,8 @@ def test_a_changed_config_trains_the_stale_run_again(sweep, tmp_path, monkeypatc
     table = read_csv(copy / f"{experiment.name}.csv")[1]
     assert [(r["label"], r["seed"]) for r in table] == [("relation", "0"), ("mlp", "0")]  # replaced in place
     assert table[0]["params"] == str(new[0]["params"]) != str(rows[0]["params"])
-    assert table[0][HASH_COLUMN] == config_hash(run_config(changed, changed.runs("classification")[0], changed.threads()))
+    changed_config = run_config(changed, changed.runs("classification")[0], changed.threads())
+    assert table[0][HASH_COLUMN] == config_hash(changed_config)
     assert table[1] == read_csv(docs / f"{experiment.name}.csv")[1][1]
 
 
@@ -154,9 +156,9 @@ def test_rows_without_a_hash_are_stale(sweep, tmp_path):
     root, experiment, docs, _, _ = sweep
     record = ResultsDir(docs, experiment.name)
     row = {**record.rows()[("mlp", 0)], HASH_COLUMN: ""}
-    assert "no config_hash" in record.stale_reason(row, run_config(experiment, experiment.runs("classification")[1], experiment.threads()))
-    assert record.stale_reason(record.rows()[("mlp", 0)],
-                               run_config(experiment, experiment.runs("classification")[1], experiment.threads())) is None
+    config = run_config(experiment, experiment.runs("classification")[1], experiment.threads())
+    assert "no config_hash" in record.stale_reason(row, config)
+    assert record.stale_reason(record.rows()[("mlp", 0)], config) is None
 
 
 def test_rows_are_written_atomically_and_keep_other_rows(tmp_path, monkeypatch):
@@ -341,7 +343,8 @@ def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_p
     assert main(["compare", *[x for s in (*TINY, *TWIN) for x in ("--set", s)], "--out", str(tmp_path / "out"),
                  "--results", str(docs), "--status"]) == 0
     status = capsys.readouterr().out
-    assert f"rel/seed0: {experiment.name} relation seed 0" in status and f"mlp/seed0: {experiment.name} mlp seed 0" in status
+    assert f"rel/seed0: {experiment.name} relation seed 0" in status
+    assert f"mlp/seed0: {experiment.name} mlp seed 0" in status
     assert "0/2 done, 2 remaining (0 partial); no training left (the remaining runs are recorded by another" in status
     monkeypatch.setattr(compare_module, "run_one", never)
     new = compare(twin, tmp_path / "out", isolate=False, progress=False, results_dir=docs)

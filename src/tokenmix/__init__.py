@@ -9,6 +9,6 @@ from .registry import MixerInfo, create_heads, create_mixer, list_mixers, mixer_
 from .conversion import linearize
 
 __version__ = "0.1.0"
-__all__ = ["MixerInfo", "create_mixer", "create_heads", "list_mixers", "mixer_info", "register_mixer", "replace_attention",
-           "linearize", "load_converted", "save_converted", "decoding",
+__all__ = ["MixerInfo", "create_mixer", "create_heads", "list_mixers", "mixer_info", "register_mixer",
+           "replace_attention", "linearize", "load_converted", "save_converted", "decoding",
            "__version__"]

@@ -18,7 +18,8 @@ from tokenmix.models.hf import HFMechanism  # noqa: E402
 
 QKV = ["softmax", "linear", "performer", "cosformer", "kerformer", "efficient", "sparse_strided", "sparse_fixed"]
 CAUSAL_QKV = [name for name in QKV if name != "efficient"]
-GATED = ["deltanet", "gated_deltanet", "gla", "retention", "mamba2"]  # MixerInfo.hidden: the gates read the hidden states
+# MixerInfo.hidden: the gates read the hidden states
+GATED = ["deltanet", "gated_deltanet", "gla", "retention", "mamba2"]
 GATED_OPTIONS = {"retention": {"xpos": False}}  # Llama rotates Q and K itself; GPT-2 does not (xpos stays on there)
 VOCAB, N = 40, 10
 

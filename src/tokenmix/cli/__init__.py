@@ -2,8 +2,8 @@
 
 One module per command, each with ``add_parser(sub)`` (its arguments) and ``run(args)`` (parse nothing more,
 call the library, print): :mod:`.listing` (``list``), :mod:`.demo`, :mod:`.train`, :mod:`.compare`,
-:mod:`.speed`, :mod:`.count`, :mod:`.steptime`, :mod:`.report`, :mod:`.data` and :mod:`.convert`; :mod:`.common` holds what
-they share. A command that fails on bad settings or missing data exits with ``tokenmix <command>: <why>``.
+:mod:`.speed`, :mod:`.count`, :mod:`.steptime`, :mod:`.report`, :mod:`.data` and :mod:`.convert`; :mod:`.common` holds
+what they share. A command that fails on bad settings or missing data exits with ``tokenmix <command>: <why>``.
 """
 
 from __future__ import annotations

@@ -64,12 +64,12 @@ class Performer(KernelAttentionMixer):
 
         ``phi(x) = h(x) / sqrt(m) (f(w_1^T x), ..., f(w_m^T x))``, ``h(x) = exp(-|x|^2 / 2)``, ``f = exp``,
 
-    with ``w_1..w_m ~ N(0, I_d)`` made orthogonal in blocks of ``d`` (orthogonal random features, norms
-    redrawn from the chi distribution; ``features="iid"``: independent rows, which sec. 2.4 and Theorem 2
-    show to give a larger mean squared error of the kernel estimate). ``E[phi(x) . phi(y)] = exp(x . y)`` (Lemma 1), so with ``q`` and
-    ``k`` each scaled by ``d^(-1/4)`` the weights estimate the softmax kernel ``exp(q . k / sqrt(d))``
-    without bias and with every weight positive. Time O(N m d), memory O(N (m + d) + m d); causal
-    attention uses the chunked prefix form of :func:`tokenmix.ops.kernel_attention.kernel_attention`.
+    with ``w_1..w_m ~ N(0, I_d)`` made orthogonal in blocks of ``d`` (orthogonal random features, norms redrawn from
+    the chi distribution; ``features="iid"``: independent rows, which sec. 2.4 and Theorem 2 show to give a larger
+    mean squared error of the kernel estimate). ``E[phi(x) . phi(y)] = exp(x . y)`` (Lemma 1), so with ``q`` and ``k``
+    each scaled by ``d^(-1/4)`` the weights estimate the softmax kernel ``exp(q . k / sqrt(d))`` without bias and with
+    every weight positive. Time O(N m d), memory O(N (m + d) + m d); causal attention uses the chunked prefix form of
+    :func:`tokenmix.ops.kernel_attention.kernel_attention`.
 
     Stabilisers (all detached; each cancels exactly in the ratio ``D^-1 ...``):
 

@@ -31,9 +31,9 @@ class CausalLM(nn.Module):
     ``init_std`` (Chen (2023) section 6 uses 0.01): every parameter of the model, every mixer's whatever its module
     type included, is drawn from ``N(0, init_std)``, every bias is zero, and LayerNorm gains are 1 and
     biases 0 (:func:`~tokenmix.ops.init.normal_init_`). With ``init_std=None`` PyTorch's / the mixer's
-    defaults are kept. ``tie_weights`` shares the head's weight with the token embedding; ``positions=False`` leaves out the
-    position embedding (Arora et al. (2023)'s MQAR models, whose order comes from a short convolution). ``mixer`` is a
-    registry name or a layer pattern (:mod:`tokenmix.models.patterns`).
+    defaults are kept. ``tie_weights`` shares the head's weight with the token embedding; ``positions=False``
+    leaves out the position embedding (Arora et al. (2023)'s MQAR models, whose order comes from a short
+    convolution). ``mixer`` is a registry name or a layer pattern (:mod:`tokenmix.models.patterns`).
     """
 
     def __init__(

@@ -39,7 +39,8 @@ from ..study.claims import HARNESS_MEASURES, MEMORY_MEASURES, harness_kind
 from ..study.numbers import ranges
 from ..training.schema import HARNESS_ROUNDS
 
-__all__ = ["Registration", "registrations", "registrations_in_git", "looked_in_git", "registration_note", "WORKING_TREE"]
+__all__ = ["Registration", "registrations", "registrations_in_git", "looked_in_git", "registration_note",
+           "WORKING_TREE"]
 
 WORKING_TREE = "uncommitted"  # fixed_at / first_rows_at of a state that only the working tree holds
 

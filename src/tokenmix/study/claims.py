@@ -42,8 +42,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "parse_paper", "MEASURES", "SEED_MEASURES",
-           "HARNESS_MEASURES", "AT_LENGTH", "SLOPES", "MEMORY_MEASURES", "KINDS", "check_labels", "parse_ledger", "harness_kind"]
+__all__ = ["Claim", "PaperText", "LedgerItem", "parse_claims", "parse_claim", "parse_paper", "MEASURES",
+           "SEED_MEASURES", "HARNESS_MEASURES", "AT_LENGTH", "SLOPES", "MEMORY_MEASURES", "KINDS", "check_labels",
+           "parse_ledger", "harness_kind"]
 
 KINDS = ("greater", "less", "approx")
 SEED_MEASURES = ("value", "best_val", "peak_mem_mb", "train_cost", "time_to_target_s", "locality")

@@ -12,5 +12,5 @@ for _module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = ["ImageBatch", "LMBatch", "PlannedTask", "Split", "Task", "TaskInfo", "TaskShape", "TokenBatch",
-           "claims_refused", "create_task", "list_tasks", "pad_sequences", "planned_task", "register_task", "task_class",
-           "task_info"]
+           "claims_refused", "create_task", "list_tasks", "pad_sequences", "planned_task", "register_task",
+           "task_class", "task_info"]

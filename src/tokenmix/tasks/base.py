@@ -185,7 +185,8 @@ class Task:
         overrides the protocol's and the preset's (``model_defaults``). ``model_options`` are further
         keyword arguments of the model class (``ffn_dim``, ``dropout``, ``positional``, ``pooling``, ...);
         one the model does not take raises ``ValueError``."""
-        from ..models import CausalLM, ContextualizerClassifier, DualEncoderClassifier, RelationNet, SequenceClassifier, ViT
+        from ..models import (CausalLM, ContextualizerClassifier, DualEncoderClassifier, RelationNet,
+                              SequenceClassifier, ViT)
 
         kind = self.info.kind
         if protocol not in MODEL_PROTOCOLS:

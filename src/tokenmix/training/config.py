@@ -182,4 +182,5 @@ class TrainResult:
     stopped_early: bool = False
     train_cost: float | None = None  # median of the per-batch training losses over the last cost_batches batches
     cost_batches: int = 0
-    locality: float | None = None  # attention mass within locality_window positions on the test split (training.locality)
+    # attention mass within locality_window positions on the test split (training.locality)
+    locality: float | None = None

@@ -16,8 +16,8 @@ from typing import Iterable, Sequence
 from .experiment import RunSpec
 from .results import read_csv
 
-__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "borrowed_estimate", "steptime_estimate", "borrowed_note", "estimate_line",
-           "hours"]
+__all__ = ["RECORD_DIR", "TimeEstimate", "estimate_time", "borrowed_estimate", "steptime_estimate", "borrowed_note",
+           "estimate_line", "hours"]
 
 RECORD_DIR = Path("docs/reproduction")  # the committed record, relative to a checkout
 
@@ -33,7 +33,8 @@ class TimeEstimate:
     recorded: int
     unmatched: int = 0
     borrowed: bool = False  # from other experiments' records (:func:`borrowed_estimate`)
-    borrowed_runs: int = 0  # of a recorded experiment: runs whose label has no row, timed as in :func:`borrowed_estimate`
+    # of a recorded experiment: runs whose label has no row, timed as in :func:`borrowed_estimate`
+    borrowed_runs: int = 0
     steptime: bool = False  # from the step-time harness's rows (:func:`steptime_estimate`), nothing trained yet
     factor: float = 1.0  # steptime: the recorded runs' time per step over the harness's (1.0: none recorded)
     calibrated: int = 0  # steptime: the recorded runs the factor comes from

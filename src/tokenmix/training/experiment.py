@@ -68,8 +68,8 @@ from ..study.claims import check_labels, parse_claims, parse_paper
 from .config import TrainConfig
 from .entries import MixerEntry, is_label, parse_entry
 from .overrides import apply_budget, apply_override, parse_overrides
-from .schema import (BASELINE, DEFAULT_PLOTS, HARNESS_ROUNDS, NOT_RUN_KEYS, RUN_SEED, TOP_KEYS, check_keys, check_report, fail, nones,
-                     resolve_train, table)
+from .schema import (BASELINE, DEFAULT_PLOTS, HARNESS_ROUNDS, NOT_RUN_KEYS, RUN_SEED, TOP_KEYS, check_keys,
+                     check_report, fail, nones, resolve_train, table)
 
 __all__ = ["Experiment", "RunSpec", "load_experiment", "skip_reason", "DEFAULT_EXPERIMENT"]
 

@@ -59,7 +59,8 @@ def write_report(rows: list[dict[str, Any]], histories: dict, experiment: Experi
         lines += [experiment.description, ""]
     lines += [f"Model: {model}. Training: preset {experiment.train.get('preset', 'quick')}, {budget} of batch "
               f"{train.batch_size}, {train.optimizer} "
-              f"{'at each label’s lr (column lr)' if per_label_lr else f'lr {train.lr}'}, {train.schedule} schedule; seeds "
+              f"{'at each label’s lr (column lr)' if per_label_lr else f'lr {train.lr}'}, {train.schedule} schedule; "
+              "seeds "
               f"{', '.join(map(str, experiment.seeds))}. Value: test {metric} of the best-validation weights, "
               f"mean ± sd over seeds ({'higher' if higher else 'lower'} is better). Peak memory: the training "
               f"loop's peak above the memory of its process before it (each run in a fresh process).", ""]

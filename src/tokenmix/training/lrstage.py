@@ -1,14 +1,13 @@
 """The learning-rate stage of an experiment whose ``[train]`` sets ``lr_grid`` (Arora et al. (2023), Zoology, tune
 every model's learning rate per setting; so does the recall experiment here).
 
-``tokenmix compare`` then runs in two stages. First the experiment ``<name>-lr``: every entry (the ``mlp``
-baseline included) at every rate of ``lr_grid``, on the seeds ``lr_seeds`` (default: the file's first seed),
-each as its own label ``<label>.lr<rate>``, into ``<out>/lr-stage``, recorded like any experiment. Then each entry's rate is the one
-whose runs reach the best **validation** metric (their mean ``best_val`` over ``lr_seeds``; the first of the
-grid on a tie): the test split never chooses. Finally the experiment itself runs with each entry at its chosen
-rate, on its ``seeds``; a seed the first stage already trained at that rate is the same run (the same
-``config_hash``) and is reused, not trained again. The choice is written beside the leaderboard,
-``lr-choice.csv``.
+``tokenmix compare`` then runs in two stages. First the experiment ``<name>-lr``: every entry (the ``mlp`` baseline
+included) at every rate of ``lr_grid``, on the seeds ``lr_seeds`` (default: the file's first seed), each as its own
+label ``<label>.lr<rate>``, into ``<out>/lr-stage``, recorded like any experiment. Then each entry's rate is the one
+whose runs reach the best **validation** metric (their mean ``best_val`` over ``lr_seeds``; the first of the grid on a
+tie): the test split never chooses. Finally the experiment itself runs with each entry at its chosen rate, on its
+``seeds``; a seed the first stage already trained at that rate is the same run (the same ``config_hash``) and is
+reused, not trained again. The choice is written beside the leaderboard, ``lr-choice.csv``.
 """
 
 from __future__ import annotations

@@ -131,8 +131,8 @@ def _library_versions() -> str:
 @functools.lru_cache(maxsize=None)
 def host_fingerprint() -> str:
     """What of this host can change a result: processor vendor, family/model/stepping, model name (from
-    /proc/cpuinfo), the vector ISA extensions its CPUID reports, and the versions of torch, oneMKL and oneDNN; ends with a 10-digit digest of it all
-    (``#...``) that :func:`host_id` returns alone."""
+    /proc/cpuinfo), the vector ISA extensions its CPUID reports, and the versions of torch, oneMKL and oneDNN;
+    ends with a 10-digit digest of it all (``#...``) that :func:`host_id` returns alone."""
     import torch
 
     info = _cpuinfo()

@@ -155,8 +155,8 @@ def history_records(label: str, seed: int, history: Iterable[dict[str, Any]]) ->
 
 def chance_row(task: Any) -> dict[str, Any] | None:
     """The train split's majority class and its share of the train and test splits (None for language
-    modelling, masked or not): the accuracy of a model that learned only the class prior. With ``[task] seed = "run"`` (each
-    run's data from its own seed) the sweep passes data seed 0's task: the file then describes seed 0's split."""
+    modelling, masked or not): the accuracy of a model that learned only the class prior. With ``[task] seed = "run"``
+    (each run's data from its own seed) the sweep passes data seed 0's task: the file then describes seed 0's split."""
     if task.info.kind in ("language_model", "masked_lm"):
         return None
     train = Counter(task.splits["train"].labels.tolist())

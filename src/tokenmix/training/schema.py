@@ -17,8 +17,9 @@ from ..protocols import TRAIN_PRESETS
 from ..validate import is_positive_int
 from .config import TrainConfig
 
-__all__ = ["TOP_KEYS", "MODEL_KEYS", "REPORT_KEYS", "RUN_SEED", "BASELINE", "PLOTS", "DEFAULT_PLOTS", "NOT_RUN_KEYS", "ENTRY_TRAIN_KEYS", "HARNESS_ROUNDS", "fail",
-           "check_keys", "table", "nones", "resolve_train", "check_report"]
+__all__ = ["TOP_KEYS", "MODEL_KEYS", "REPORT_KEYS", "RUN_SEED", "BASELINE", "PLOTS", "DEFAULT_PLOTS", "NOT_RUN_KEYS",
+           "ENTRY_TRAIN_KEYS", "HARNESS_ROUNDS", "fail", "check_keys", "table", "nones", "resolve_train",
+           "check_report"]
 
 RUN_SEED = "run"  # [task] seed = "run": each run's data from the run's own seed (results.run_config hashes it so)
 BASELINE = "mlp"  # the point-wise, no-context mechanism of Yamada et al. (2022) §3.2.1

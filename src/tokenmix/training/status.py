@@ -117,7 +117,8 @@ def _run_states(experiment: Experiment, planned: list, out: Path, record: Result
     for p in planned:
         spec, folder = p.spec, run_dir(out, p.spec)
         row = recorded.get((spec.label, spec.seed))
-        reason = record.stale_reason(row, run_config(experiment, spec, experiment.threads(jobs))) if row is not None else "absent"
+        reason = ("absent" if row is None
+                  else record.stale_reason(row, run_config(experiment, spec, experiment.threads(jobs))))
         if row is not None and reason is None:
             runs.state[spec.key] = ("done", float(row["wall_s"] or 0.0), 0.0)
             continue

@@ -196,8 +196,8 @@ def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str
             old = rows_of(record, p.spec.label, seed)
             difference = reproduction_difference(old, histories.get((p.spec.label, seed), []), rerun, rerun_history)
             prov = result.get("provenance", {})
-            why = "" if difference is None else cause({k: str(old.get(k, "")) for k in ("code", "numerics", "host", "cpu")},
-                                                      {"code": prov.get("code", code), **prov})
+            recorded = {k: str(old.get(k, "")) for k in ("code", "numerics", "host", "cpu")}
+            why = "" if difference is None else cause(recorded, {"code": prov.get("code", code), **prov})
             added.append({"label": p.spec.label, "seed": seed, "config_hash": old.get("config_hash", ""),
                           "row_code": old.get("code", ""), "rerun_code": prov.get("code", code),
                           "rerun_commit": prov.get("commit", commit_id), "rerun_clean": prov.get("clean", clean),
