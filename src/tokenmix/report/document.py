@@ -34,7 +34,7 @@ from ..training.build import planned_steps_per_epoch
 from ..training.numerics import PINNED
 from ..training.power import design_floor
 from ..training.results import ResultsDir
-from .ceilings import below_ceiling, ceiling_for, ceiling_line, ceilings_section
+from .ceilings import below_ceiling, ceiling_for, ceiling_line, ceilings_section, not_above_ceiling
 from .confound import confounding, host_sensitive
 from .extras import PAPER_EXTRAS, STUDY_EXTRAS
 from .ledger import NOT_HERE, PARTLY, TESTED, coverage, ledger_section
@@ -203,7 +203,7 @@ def caveats(o: Outcome, found: ExperimentData, ceiling: dict[str, str] | None = 
     if ceiling is not None and o.claim.measure == "value" and found.higher_is_better and found.runs:
         for label in (o.claim.a, o.claim.b_label):
             values = [float(r.row["value"]) for r in found.runs_of(label or "") if r.seed not in o.left_out]
-            if values and sum(values) / len(values) <= float(ceiling["accuracy"]):
+            if values and not_above_ceiling(sum(values) / len(values), ceiling):
                 out.append(below_ceiling(label, sum(values) / len(values), ceiling))
     if not o.claim.harness and found.runs:
         labels = {o.claim.a, o.claim.b_label} - {None}
