@@ -41,8 +41,8 @@ def ceiling_line(data: Path, task: str) -> list[str]:
         return []
     parts = "; ".join(f"{options}: {_text(row)}" for options, row in sorted(found.items()))
     return [f"Shortcut ceiling of the task (`tokenmix data audit {task}`, the best cheap baseline on held-out "
-            f"data, accuracy [95 % interval]): {parts}. A mechanism at or below it has not shown that it needs "
-            f"to mix tokens to do what it does here.", ""]
+            f"data, accuracy [95 % interval]): {parts}. A mechanism at or below it (or inside its interval) has not "
+            f"shown that it needs to mix tokens to do what it does here.", ""]
 
 
 def ceilings_section(data: Path) -> list[str]:

@@ -288,7 +288,8 @@ def summary(results: list[tuple[PaperText, Study, list[Outcome] | None]]) -> lis
               "(one file, one commit), the only claims its Holm correction counts. Caveats: runs still improving "
               "(plateaued / judged per label), the numerics of the compared rows, a setting that measures something "
               "other than the paper did, a compared label whose mean accuracy does not clear the task's shortcut "
-              "ceiling (what a cheap baseline gets without mixing tokens: see Shortcut ceilings)."]
+              "ceiling (what a cheap baseline gets without mixing tokens: see Shortcut ceilings; a mean inside the "
+              "ceiling's 95 % interval does not clear it)."]
     lines += ["", "*(added)*: a claim added here (the time-scaling consequences of the papers' complexities), "
               "not one the paper states in these words; the added claims are their own Holm families and are not "
               "counted below.", "", "Paper claims per paper, like for like only (an experiment not run yet counts "
