@@ -183,3 +183,22 @@ def test_the_recall_section_tabulates_the_sweep_and_draws_both_pictures(tmp_path
     assert (data / "img" / "005-accuracy-vs-length.png").stat().st_size > 0
     assert (data / "img" / "005-accuracy-vs-state.png").stat().st_size > 0
     assert "(docs/img/005-accuracy-vs-state.png)" in text
+    assert "the dotted line is chance, 0.0078" in text and "shortcut ceiling" not in text  # no audit here
+
+
+def test_the_recall_pictures_carry_the_audited_shortcut_ceiling(tmp_path):
+    from pathlib import Path
+
+    from tokenmix.report.recall import recall_section
+
+    data = tmp_path / "docs"
+    data.mkdir()
+    (data / "002-zoology-mqar-64.csv").write_text("label,seed,value\nsoftmax-d64,0,0.99\nlinear-d64,0,0.14\n")
+    (data / "task-audit.csv").write_text(
+        "task,options,baseline,kind,accuracy,low,high,n\n"
+        "mqar,preset=quick,copy one pair's value,shortcut,0.1250,0.1179,0.1324,8000\n"
+        "mqar,preset=quick seq_len=128 num_pairs=16,copy one pair's value,shortcut,0.0599,0.0563,0.0637,16000\n")
+    experiments = Path(__file__).resolve().parents[1] / "experiments"
+    text = "\n".join(recall_section(data, experiments=experiments, out=tmp_path / "reproduction.md"))
+    # the 64-token file runs preset quick with 8 pairs: its ceiling, not the 16-pair setting's
+    assert "shortcut ceiling at 64 tokens, 0.125 [0.118, 0.132] (copy one pair's value; every length holds 8" in text

@@ -50,7 +50,44 @@ def _states(experiments: Path) -> dict[str, int]:
     return {label: size for label, (size, _) in state_sizes(plan_task(experiment), experiment).items()}
 
 
-def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, int], image: Path) -> list[str]:
+_MARKERS = "osD^vP<X>hp"  # with tab20's colours, no two of up to 220 mechanisms look alike
+
+
+def _floors(data: Path, experiments: Path | None) -> tuple[dict[str, str] | None, float]:
+    """The audited shortcut ceiling at the state file's setting (copying one pair's value) and chance."""
+    from tokenmix.training.recallsweep import VOCAB
+
+    from .ceilings import ceiling_for
+
+    chance = 2 / VOCAB  # the values are one half of the vocabulary
+    path = None if experiments is None else experiments / f"002-zoology-mqar-{STATE_LENGTH}.toml"
+    if path is None or not path.exists():
+        return None, chance
+    import tomllib
+
+    return ceiling_for(data, tomllib.loads(path.read_text())["task"]), chance
+
+
+def _references(ax, ceiling: dict[str, str] | None, chance: float) -> None:
+    if ceiling is not None:
+        ax.axhspan(float(ceiling["low"]), float(ceiling["high"]), color="0.85", zorder=0,
+                   label=f"shortcut ceiling {float(ceiling['accuracy']):.3f}")
+    ax.axhline(chance, color="0.5", linestyle=":", zorder=0, label=f"chance {chance:.4f}")
+
+
+def _draw(ax, curves: dict[str, list[tuple[float, list[float]]]], styles: dict[str, tuple]) -> None:
+    """One curve of means per mechanism, each seed a faint dot behind it (the means hide seeds that stall)."""
+    for m, points in curves.items():
+        colour, marker = styles[m]
+        points.sort()
+        ax.plot([x for x, _ in points], [statistics.mean(v) for _, v in points], marker=marker, color=colour,
+                label=m, linewidth=2.5 if m == "softmax" else 1.2)
+        seeds = [(x, y) for x, v in points for y in v]
+        ax.scatter(*zip(*seeds), s=16, marker=marker, color=colour, alpha=0.35, linewidths=0)
+
+
+def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, int], image: Path,
+           ceiling: dict[str, str] | None, chance: float) -> list[str]:
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -60,35 +97,48 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
 
     image.mkdir(parents=True, exist_ok=True)
     mechanisms = sorted({m for _, m, _ in values})
-    colours = {m: plt.cm.tab20(i % 20) for i, m in enumerate(mechanisms)}
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for m in mechanisms:
-        points = [(n, statistics.mean(values[n, m, 64])) for n in LENGTHS if (n, m, 64) in values]
-        if points:
-            ax.plot(*zip(*points), marker="o", color=colours[m], label=m)
-    ax.set_xscale("log", base=2)
-    pairs = ", ".join(str(c.pairs) for c in CELLS.values())
-    ax.set(xlabel=f"sequence length (tokens; pairs {pairs})", ylabel="test accuracy (mean over seeds)",
-           title="MQAR at width 64 (Zoology, Figure 2)")
-    ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(image / "005-accuracy-vs-length.png", dpi=100)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for m in mechanisms:
-        points = sorted((states[f"{m}-d{w}"], statistics.mean(v)) for (n, mm, w), v in values.items()
-                        if n == STATE_LENGTH and mm == m and states.get(f"{m}-d{w}", 0) > 0)
-        if points:
-            ax.plot(*zip(*points), marker="s" if m == "softmax" else "o", color=colours[m], label=m)
-    ax.set_xscale("log")
-    ax.set(xlabel=f"decoding state after {STATE_LENGTH} tokens (bytes, log; softmax: its key-value cache)",
-           ylabel="test accuracy (mean over seeds)", title=f"MQAR at {STATE_LENGTH} tokens against the state (Based, "
-                                                           f"Figure 2)")
-    ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(image / "005-accuracy-vs-state.png", dpi=100)
-    plt.close(fig)
+    styles = {m: (plt.cm.tab20(i % 20), _MARKERS[i % len(_MARKERS)]) for i, m in enumerate(mechanisms)}
+    by_length = {m: [(n, values[n, m, 64]) for n in LENGTHS if (n, m, 64) in values] for m in mechanisms}
+    by_state = {m: [(states[f"{m}-d{w}"], v) for (n, mm, w), v in values.items()
+                    if n == STATE_LENGTH and mm == m and states.get(f"{m}-d{w}", 0) > 0] for m in mechanisms}
+    pairs = _same_pairs() or "; pairs " + ", ".join(str(c.pairs) for c in CELLS.values())
+    pictures = (
+        ("005-accuracy-vs-length.png", by_length, "linear",
+         dict(xlabel=f"sequence length (tokens{pairs})", title="MQAR at width 64 (Zoology, Figure 2)")),
+        ("005-accuracy-vs-state.png", by_state, "log",
+         dict(xlabel=f"decoding state after {STATE_LENGTH} tokens (bytes, log; softmax: its key-value cache)",
+              title=f"MQAR at {STATE_LENGTH} tokens against the state (Based, Figure 2)")),
+    )
+    for name, curves, scale, labels in pictures:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        _references(ax, ceiling, chance)
+        _draw(ax, {m: c for m, c in curves.items() if c}, styles)
+        if scale == "log":
+            ax.set_xscale("log")
+        else:
+            ax.set_xticks(LENGTHS)
+            ax.set_xlim(min(LENGTHS) * 0.8, max(LENGTHS) * 1.1)
+        ax.set(ylabel="test accuracy (line: mean; dots: seeds)", **labels)
+        ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+        fig.tight_layout()
+        fig.savefig(image / name, dpi=100)
+        plt.close(fig)
     return []
+
+
+def _same_pairs() -> str:
+    pairs = {cell.pairs for cell in CELLS.values()}
+    return f"; every length holds {pairs.pop()} pairs" if len(pairs) == 1 else ""
+
+
+def _caption(ceiling: dict[str, str] | None, chance: float) -> str:
+    floor = ("" if ceiling is None else
+             f"the grey band is the task's shortcut ceiling at {STATE_LENGTH} tokens, {float(ceiling['accuracy']):.3f} "
+             f"[{float(ceiling['low']):.3f}, {float(ceiling['high']):.3f}] ({ceiling['baseline']}"
+             f"{_same_pairs()}), which a model reaches without finding the key asked; ")
+    return (f"Each line joins a mechanism's means over seeds, each faint dot is one seed (a mean between the floor "
+            f"and 1 can be seeds that solved the task beside seeds that stalled); {floor}the dotted line is chance, "
+            f"{chance:.4f}. A mechanism that keeps no state (the mlp) has no place on the state axis.")
 
 
 def recall_section(data: Path, *, experiments: Path | None = None, out: Path | None = None,
@@ -112,9 +162,11 @@ def recall_section(data: Path, *, experiments: Path | None = None, out: Path | N
     lines += table(["label", *(f"N = {n}" for n in LENGTHS)], body) + [""]
     if not plots:
         return lines
-    notes = _plots(values, _states(experiments) if experiments is not None else {}, data / "img")
+    ceiling, chance = _floors(data, experiments)
+    notes = _plots(values, _states(experiments) if experiments is not None else {}, data / "img", ceiling, chance)
     if notes:
         return lines + notes
     where = Path(os.path.relpath(data / "img", (out or data / "report.md").parent))
     return lines + [f"![accuracy against length]({where / '005-accuracy-vs-length.png'})", "",
-                    f"![accuracy against state]({where / '005-accuracy-vs-state.png'})", ""]
+                    f"![accuracy against state]({where / '005-accuracy-vs-state.png'})", "",
+                    _caption(ceiling, chance), ""]
