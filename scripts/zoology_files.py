@@ -1,4 +1,4 @@
-"""Write experiments/002-zoology-mqar-<N>.toml, the recall sweep (the plan and its claims live in
+"""Write experiments/002-zoology-mqar-<N>.toml and -64-window.toml, the recall sweep (the plan and its claims live in
 tokenmix.training.recallsweep); rewriting gives the same files.
 
     python scripts/zoology_files.py

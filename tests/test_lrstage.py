@@ -176,10 +176,14 @@ def test_the_recall_section_tabulates_the_sweep_and_draws_both_pictures(tmp_path
     for n, rows in ((64, "softmax-d64,0,0.99\nsoftmax-d64,1,0.97\nlinear-d64,0,0.6\nlinear-d256,0,0.5\n"),
                     (128, "softmax-d64,0,0.9\nlinear-d64,0,0.2\n")):
         (data / f"002-zoology-mqar-{n}.csv").write_text("label,seed,value\n" + rows)
+    # the window file's own linear-attention baseline is not the 64-token file's label
+    (data / "002-zoology-mqar-64-window.csv").write_text("label,seed,value\nwindow_linear-w32-d64,0,0.7\n"
+                                                          "linear-d64,0,0.13\n")
     experiments = Path(__file__).resolve().parents[1] / "experiments"
     lines = recall_section(data, experiments=experiments, out=tmp_path / "reproduction.md")
     text = "\n".join(lines)
     assert "| softmax-d64 | 0.980 (2) | 0.900 (1) |" in text and "| linear-d256 | 0.500 (1) |  |" in text
+    assert "| window_linear-w32-d64 | 0.700 (1) |  |" in text and "| linear-d64 | 0.600 (1) | 0.200 (1) |" in text
     assert (data / "img" / "005-accuracy-vs-length.png").stat().st_size > 0
     assert (data / "img" / "005-accuracy-vs-state.png").stat().st_size > 0
     assert "(docs/img/005-accuracy-vs-state.png)" in text

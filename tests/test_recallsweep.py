@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from tokenmix.training.experiment import load_experiment
-from tokenmix.training.recallsweep import CELLS, SEEDS, claims, file_text
+from tokenmix.training.recallsweep import (CELLS, SEEDS, WINDOW_FILE, WINDOWS, claims, file_text, window_claims,
+                                          window_file_text, window_reach)
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -28,3 +29,22 @@ def test_every_claim_compares_labels_the_file_trains_and_seeds_can_decide_it(len
     # comparisons (1 / C(16, 8)), 8 seeds above a constant for the sign test (1 / 2^8)
     assert experiment.seeds == SEEDS and len(SEEDS) == 8
     assert len(claims(length)) / 12870 < 0.005 and 1 / 2 ** 8 < 0.005
+
+
+def test_the_window_file_is_what_the_plan_writes_and_its_claims_compare_its_labels():
+    assert (EXPERIMENTS / f"{WINDOW_FILE}.toml").read_text() == window_file_text()
+    experiment = load_experiment(EXPERIMENTS / f"{WINDOW_FILE}.toml")
+    labels = {entry.label for entry in experiment.mixers}
+    assert all(claim["a"] in labels and claim["b"] in labels for claim in window_claims())
+    # the 64-token file's task and training, so its rows read beside that file's
+    base = load_experiment(EXPERIMENTS / "002-zoology-mqar-64.toml")
+    assert (experiment.task, experiment.train, experiment.seeds) == (base.task, base.train, base.seeds)
+    assert {e.label: e.options for e in experiment.mixers if e.mixer == "window_linear"} == {
+        f"window_linear-w{w}-d64": {"window": w} for w in WINDOWS}
+
+
+def test_window_reach_counts_the_queries_whose_value_the_window_holds():
+    # the nearest a query stands to its pair's value is 1 token (the last pair asked first), so a window of one
+    # token (the query alone) holds none, the whole sequence holds all; the two windows swept hold few and most
+    assert window_reach(1) == 0.0 and window_reach(64) == 1.0
+    assert 0 < window_reach(2) < window_reach(WINDOWS[0]) < 0.15 < 0.7 < window_reach(WINDOWS[1]) < 1

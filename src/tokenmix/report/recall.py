@@ -11,7 +11,7 @@ import re
 import statistics
 from pathlib import Path
 
-from tokenmix.training.recallsweep import CELLS
+from tokenmix.training.recallsweep import CELLS, WINDOW_FILE
 
 from .tables import table
 
@@ -21,6 +21,7 @@ LENGTHS = tuple(CELLS)
 STATE_LENGTH = 64  # the length whose file sweeps the widths
 COMMAND = "tokenmix compare --config experiments/002-zoology-mqar-{n}.toml --results docs/reproduction --jobs 2"
 _LABEL = re.compile(r"^(?P<mechanism>.+)-d(?P<width>[0-9]+)$")
+_WINDOWED = re.compile(r"-w[0-9]+$")  # the window file's labels: window_linear-w<window>-d<width>
 
 
 def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
@@ -28,13 +29,19 @@ def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
     from tokenmix.training.results import read_csv
 
     values: dict[tuple[int, str, int], list[float]] = {}
-    for n in LENGTHS:
-        for row in read_csv(data / f"002-zoology-mqar-{n}.csv")[1]:
+    files = [(n, f"002-zoology-mqar-{n}", None) for n in LENGTHS] + [(STATE_LENGTH, WINDOW_FILE, _WINDOWED)]
+    for n, name, only in files:
+        for row in read_csv(data / f"{name}.csv")[1]:
             found = _LABEL.match(row.get("label", ""))
-            if found and row.get("value"):
+            if found and row.get("value") and (only is None or only.search(found["mechanism"])):
                 key = (n, found["mechanism"], int(found["width"]))
                 values.setdefault(key, []).append(float(row["value"]))
     return values
+
+
+def _curve(mechanism: str) -> str:
+    """The state picture's curve a mechanism's label belongs to: one per mechanism, its windows on one curve."""
+    return _WINDOWED.sub("", mechanism)
 
 
 def _states(experiments: Path) -> dict[str, int]:
@@ -43,11 +50,13 @@ def _states(experiments: Path) -> dict[str, int]:
     from tokenmix.training.experiment import load_experiment
     from tokenmix.training.statesize import state_sizes
 
-    path = experiments / f"002-zoology-mqar-{STATE_LENGTH}.toml"
-    if not path.exists():
-        return {}
-    experiment = load_experiment(path)
-    return {label: size for label, (size, _) in state_sizes(plan_task(experiment), experiment).items()}
+    sizes: dict[str, int] = {}
+    for name in (f"002-zoology-mqar-{STATE_LENGTH}", WINDOW_FILE):
+        path = experiments / f"{name}.toml"
+        if path.exists():
+            experiment = load_experiment(path)
+            sizes.update({label: size for label, (size, _) in state_sizes(plan_task(experiment), experiment).items()})
+    return sizes
 
 
 _MARKERS = "osD^vP<X>hp"  # with tab20's colours, no two of up to 220 mechanisms look alike
@@ -97,10 +106,11 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
 
     image.mkdir(parents=True, exist_ok=True)
     mechanisms = sorted({m for _, m, _ in values})
-    styles = {m: (plt.cm.tab20(i % 20), _MARKERS[i % len(_MARKERS)]) for i, m in enumerate(mechanisms)}
+    curves = sorted(set(mechanisms) | {_curve(m) for m in mechanisms})
+    styles = {m: (plt.cm.tab20(i % 20), _MARKERS[i % len(_MARKERS)]) for i, m in enumerate(curves)}
     by_length = {m: [(n, values[n, m, 64]) for n in LENGTHS if (n, m, 64) in values] for m in mechanisms}
-    by_state = {m: [(states[f"{m}-d{w}"], v) for (n, mm, w), v in values.items()
-                    if n == STATE_LENGTH and mm == m and states.get(f"{m}-d{w}", 0) > 0] for m in mechanisms}
+    by_state = {c: [(states[f"{m}-d{w}"], v) for (n, m, w), v in values.items()
+                    if n == STATE_LENGTH and _curve(m) == c and states.get(f"{m}-d{w}", 0) > 0] for c in curves}
     pairs = _same_pairs() or "; pairs " + ", ".join(str(c.pairs) for c in CELLS.values())
     pictures = (
         ("005-accuracy-vs-length.png", by_length, "linear",

@@ -15,8 +15,8 @@ from typing import Any
 
 from .tomlfile import to_toml
 
-__all__ = ["MECHANISMS", "Cell", "CELLS", "LRS", "SEEDS", "BATCH", "VOCAB", "claims", "experiment", "file_text",
-           "write_files"]
+__all__ = ["MECHANISMS", "Cell", "CELLS", "LRS", "SEEDS", "BATCH", "VOCAB", "WINDOWS", "WINDOW_FILE", "claims",
+           "experiment", "file_text", "window_claims", "window_experiment", "window_file_text", "write_files"]
 
 # every causal mechanism of tokenmix (the seeds', BaseConv, and those that came after), with the options the sweep
 # gives them
@@ -70,6 +70,10 @@ BASED = ("Arora et al. (2024), Figure 2: recall rises with the recurrent state's
 DELTANET = ("Yang, Wang, Zhang, Shen, Kim (2024), 'Parallelizing Linear Transformers with the Delta Rule over "
             "Sequence Length', §5.1: on MQAR DeltaNet recalls where linear attention does not, the delta rule "
             "overwriting the value a key held instead of adding to it")
+SLIDING = ("Arora et al. (2024), §4 (Based): linear attention is paired with a small sliding window of exact "
+           "attention, which does the precise local lookups that linear attention's approximate global mixing blurs; "
+           "Zhang et al. (2024b), LoLCATs §3.2: a sliding window beside linear attention recovers what linear "
+           "attention alone loses")
 BASED_MAP = ("Arora et al. (2024), §4.1: among feature maps for linear attention the second-order Taylor map "
              "recalls best on MQAR (Based's choice)")
 STANDING = ("added here: where each causal mechanism of the seeds stands against attention on recall, which none "
@@ -162,6 +166,13 @@ def _paper(cell: Cell) -> dict[str, Any]:
             "not_here": ("lengths 256 and 512, widths 512, Hyena, H3 and RWKV (not in tokenmix); Based's "
                          "sliding-window layers and the short convolution Based, DeltaNet, Gated DeltaNet and "
                          "Mamba-2 put beside each mechanism"),
+        }, {
+            "item": "§4",
+            "shows": ("Based pairs linear attention with a small sliding window of exact attention for the precise "
+                      "local lookups (as LoLCATs, Zhang et al. 2024b, §3.2, pairs them to linearize a model); "
+                      f"tokenmix's window_linear, in {WINDOW_FILE}"),
+            "claims": [c["text"] for c in window_claims()],
+            "not_here": "Based's full architecture (window of 64, Taylor features and short convolutions together)",
         }]
     return table
 
@@ -207,11 +218,94 @@ def file_text(length: int) -> str:
     return "\n".join(header) + "\n" + to_toml(experiment(length))
 
 
+# LoLCATs' sliding window + linear attention (Zhang et al. 2024b) came after the files above were registered and run
+# at their fixed code, so it has its own file at 64 tokens, with its own linear-attention baseline (every claim then
+# compares rows of one code). Windows of 8 and 32 tokens: the first holds the value asked for few queries, the
+# second for most (:func:`window_reach`).
+WINDOWS = (8, 32)
+WINDOW_FILE = "002-zoology-mqar-64-window"
+WINDOW_LENGTH = 64
+
+
+def window_reach(window: int, length: int = WINDOW_LENGTH, count: int = 4000) -> float:
+    """The share of queries, in ``count`` MQAR sequences of the sweep's task (generator seed 0), whose pair's value
+    stands among the last ``window`` tokens up to the query: what the window alone can look up."""
+    import torch
+
+    from ..tasks.batches import IGNORE_INDEX
+    from ..tasks.mqar import PRESETS, mqar_sequences
+
+    pairs = CELLS[length].pairs
+    ids, targets = mqar_sequences(count, length, pairs, VOCAB, PRESETS["quick"]["gap_power"],
+                                  torch.Generator().manual_seed(0))
+    rows, where = (targets != IGNORE_INDEX).nonzero(as_tuple=True)
+    keys = ids[:, 0:2 * pairs:2]  # (count, pairs): key j at position 2 j, its value at 2 j + 1
+    j = (keys[rows] == ids[rows, where][:, None]).float().argmax(dim=1)
+    return ((where - (2 * j + 1)) < window).float().mean().item()
+
+
+def _window_label(window: int) -> str:
+    return f"window_linear-w{window}-d64"
+
+
+def window_claims() -> list[dict[str, Any]]:
+    """The claims of :data:`WINDOW_FILE` (one Holm family, fixed before its rows)."""
+    small, large = (_window_label(w) for w in WINDOWS)
+    return [
+        _claim(f"Sliding window + linear attention recalls more with a larger window: {WINDOWS[1]} tokens above "
+               f"{WINDOWS[0]}, at width 64 and 64 tokens", BASED, large, small),
+        _claim(f"A {WINDOWS[1]}-token window beside linear attention recalls more than linear attention alone at width "
+               f"64 and 64 tokens", SLIDING, large, "linear-d64"),
+    ]
+
+
+def window_experiment() -> dict[str, Any]:
+    """:data:`WINDOW_FILE` as a dict: the 64-token file's task, model and training, three labels."""
+    base = experiment(WINDOW_LENGTH)
+    cell = CELLS[WINDOW_LENGTH]
+    mixers = [{"label": "linear-d64", "name": "linear", "model": {"dim": 64}}]
+    mixers += [{"label": _window_label(w), "name": "window_linear", "options": {"window": w}, "model": {"dim": 64}}
+               for w in WINDOWS]
+    paper = {
+        "key": "005",
+        "title": f"Recall at {WINDOW_LENGTH} tokens: a sliding window beside linear attention",
+        "data": (f"as `002-zoology-mqar-{WINDOW_LENGTH}`: MQAR, {WINDOW_LENGTH} tokens, {cell.pairs} pairs, "
+                 f"{cell.train_size:,} training sequences (each seen once), 500 validation and 1,000 test; width 64; "
+                 f"LoLCATs' sliding window + linear attention (elu + 1) with windows of {WINDOWS[0]} and {WINDOWS[1]} "
+                 f"tokens (the window holds the value asked for {window_reach(WINDOWS[0]):.0%} and "
+                 f"{window_reach(WINDOWS[1]):.0%} of the queries) and linear attention alone"),
+        "scale": (f"as `002-zoology-mqar-{WINDOW_LENGTH}` (its training, rates and seeds); added after that file ran, "
+                  f"since the mechanism came later, with its own linear-attention baseline so that both claims "
+                  f"compare rows of one code. Not run: 128 tokens (the length axis is the other mechanisms'); Based's "
+                  f"window of 64 with a short convolution"),
+    }
+    return {**base, "name": WINDOW_FILE,
+            "description": (f"MQAR at {WINDOW_LENGTH} tokens, {cell.pairs} pairs: sliding window + linear attention "
+                            f"(windows {WINDOWS[0]} and {WINDOWS[1]}) beside linear attention, width 64, rates chosen "
+                            f"on validation, {len(SEEDS)} seeds."),
+            "report": {"plots": ["metric_vs_state", "metric_vs_time"], "baseline": False},
+            "mixers": mixers, "paper": paper, "claims": window_claims()}
+
+
+def window_file_text() -> str:
+    """The TOML text of :data:`WINDOW_FILE`."""
+    cell = CELLS[WINDOW_LENGTH]
+    header = [
+        "# The recall sweep's sliding-window file, written by tokenmix.training.recallsweep",
+        "# (scripts/zoology_files.py); its claims were fixed before any row. As the 64-token file: a learning-rate",
+        f"# stage on seed 0 ({', '.join(map(str, LRS))}, chosen on validation), then {len(SEEDS)} seeds at the",
+        f"# chosen rate. {cell.steps} steps of {BATCH} sequences.",
+    ]
+    return "\n".join(header) + "\n" + to_toml(window_experiment())
+
+
 def write_files(folder: Path) -> list[Path]:
-    """Write every file of :data:`CELLS` into ``folder``; the paths written."""
+    """Write every file of :data:`CELLS` and :data:`WINDOW_FILE` into ``folder``; the paths written."""
     paths = []
     for length in CELLS:
         path = Path(folder) / f"002-zoology-mqar-{length}.toml"
         path.write_text(file_text(length))
         paths.append(path)
-    return paths
+    path = Path(folder) / f"{WINDOW_FILE}.toml"
+    path.write_text(window_file_text())
+    return paths + [path]
