@@ -483,6 +483,34 @@ def test_a_new_experiment_borrows_the_time_per_step_of_comparable_records(tmp_pa
     assert f"{len(runs) - len(relation)} runs have no comparable record and are not counted" in line
 
 
+def test_a_new_experiment_times_the_runs_nothing_comparable_recorded_by_the_harness(tmp_path):
+    """Runs that borrow nothing (no record with their parameter count) take their label's harness step time
+    (``<name>-steptime.csv``), times the recorded runs' ratio over the harness, instead of being left out."""
+    from tokenmix.training.estimate import estimate_line, estimate_time
+
+    experiment = tiny("mixers=['relation', 'softmax']", "report.plots=[]")
+    runs = experiment.runs("classification")
+    steps = {r.key: 100 for r in runs}
+    params = {r.key: (10 if r.label == "relation" else 99) for r in runs}
+    (tmp_path / "other.csv").write_text("task,label,seed,params,steps,wall_s,threads\n"
+                                        "listops,x,0,10,50,100,1\nlistops,x,1,10,50,300,1\n")
+    # the harness timed softmax only; another experiment's runs took 3 times its harness step
+    (tmp_path / f"{experiment.name}-steptime.csv").write_text(
+        "experiment,label,kind,length,batch,round,step_s,threads,peak_mb,memory\n"
+        f"{experiment.name},softmax,experiment,8,4,1,0.5,1,,\n")
+    (tmp_path / "timed-steptime.csv").write_text("experiment,label,kind,length,batch,round,step_s,threads,peak_mb,"
+                                                 "memory\ntimed,a,experiment,8,4,1,2.0,1,,\n")
+    (tmp_path / "timed.csv").write_text("task,label,seed,params,steps,wall_s,threads\nreviews,a,0,7,10,60,1\n")
+    found = estimate_time(experiment.name, runs, [tmp_path], steps=steps, params=params, task="listops", threads=1)
+    expected = {"relation": 100 * 4.0, "softmax": 3.0 * 0.5 * 100}
+    assert found.per_run == {r.key: pytest.approx(expected[r.label]) for r in runs if r.label in expected}
+    unmatched = sum(r.label not in expected for r in runs)  # the mlp: neither recorded nor timed
+    assert found.unmatched == unmatched and found.timed_runs == sum(r.label == "softmax" for r in runs)
+    line = estimate_line(found, 1, experiment.name, [tmp_path])
+    assert f"; {found.timed_runs} runs with no comparable record from their label's median training step" in line
+    assert "times 3.00" in line and f"; {unmatched} runs have no comparable record and are not counted" in line
+
+
 def test_a_label_not_yet_recorded_borrows_before_the_mean_of_all_rows(tmp_path):
     """An experiment with rows for some labels: a label with none takes the time per step of comparable runs
     (same task, parameter count, threads) where the plan gives them, else the mean of the recorded rows."""

@@ -9,7 +9,7 @@ record in ``docs/reproduction`` was measured on 2 CPU cores, two runs at a time 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -38,6 +38,9 @@ class TimeEstimate:
     steptime: bool = False  # from the step-time harness's rows (:func:`steptime_estimate`), nothing trained yet
     factor: float = 1.0  # steptime: the recorded runs' time per step over the harness's (1.0: none recorded)
     calibrated: int = 0  # steptime: the recorded runs the factor comes from
+    # borrowed: runs with no comparable record timed by the step-time harness instead (``harness_csv``, ``factor``)
+    timed_runs: int = 0
+    harness_csv: Path | None = None
 
     @property
     def seconds(self) -> float:
@@ -111,9 +114,12 @@ def estimate_time(name: str, runs: Sequence[RunSpec], folders: Iterable[str | Pa
             per_run[run.key] = sum(_scaled(row, wall, planned) for row, wall in chosen) / len(chosen)
         return TimeEstimate(per_run, csv, len(rows), borrowed_runs=borrowed_runs)
     found = borrowed_estimate(runs, folders, steps, params, task, threads) if can_borrow else None
-    if found is None and steps:
-        found = steptime_estimate(name, runs, folders, steps)
-    return found
+    timed = steptime_estimate(name, runs, folders, steps) if steps else None
+    if found is None or timed is None or not found.unmatched:
+        return found or timed
+    fill = {key: seconds for key, seconds in timed.per_run.items() if key not in found.per_run}
+    return replace(found, per_run={**found.per_run, **fill}, unmatched=found.unmatched - len(fill),
+                   timed_runs=len(fill), harness_csv=timed.csv, factor=timed.factor, calibrated=timed.calibrated)
 
 
 def steptime_estimate(name: str, runs: Sequence[RunSpec], folders: Sequence[Path],
@@ -216,8 +222,10 @@ def estimate_line(estimate: TimeEstimate | None, jobs: int, name: str, folders: 
                 f"each label's median training step in {estimate.csv} ({estimate.recorded} labels timed, one process), "
                 f"times the planned steps{scaled}; evaluations not counted{left})")
     if estimate.borrowed:
-        left = (f"; {estimate.unmatched} runs have no comparable record and are not counted"
-                if estimate.unmatched else "")
+        left = (f"; {estimate.timed_runs} runs with no comparable record from their label's median training step "
+                f"in {estimate.harness_csv} times {estimate.factor:.2f}" if estimate.timed_runs else "")
+        left += (f"; {estimate.unmatched} runs have no comparable record and are not counted"
+                 if estimate.unmatched else "")
         return (f"estimated time: {hours(estimate.seconds / jobs)} of training at --jobs {jobs} (no run of {name} "
                 f"recorded: the time per step of {estimate.recorded} recorded runs of other experiments in "
                 f"{estimate.csv} with the same task, parameter count and threads, times the planned steps, "
