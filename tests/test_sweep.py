@@ -346,6 +346,12 @@ def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_p
     assert f"rel/seed0: {experiment.name} relation seed 0" in status
     assert f"mlp/seed0: {experiment.name} mlp seed 0" in status
     assert "0/2 done, 2 remaining (0 partial); no training left (the remaining runs are recorded by another" in status
+    # the dry run counts no time for them and says why
+    assert main(["compare", *[x for s in (*TINY, *TWIN) for x in ("--set", s)], "--out", str(tmp_path / "out"),
+                 "--results", str(docs), "--dry-run"]) == 0
+    dry = capsys.readouterr().out
+    assert "estimated time: none (every run is recorded already)" in dry
+    assert f"2 runs are recorded by {experiment.name} with the same config: reused, not trained again" in dry
     monkeypatch.setattr(compare_module, "run_one", never)
     new = compare(twin, tmp_path / "out", isolate=False, progress=False, results_dir=docs)
     assert f"reused: rel/seed0 is the run recorded as {experiment.name} relation seed 0" in capsys.readouterr().out

@@ -367,6 +367,15 @@ def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: lis
 
 
 
+def _reusable(experiment: Experiment, planned: list[PlannedRun], folder: Path, jobs: int) -> dict[str, str]:
+    """key -> the other experiment whose recorded run in ``folder`` a planned run is (same config_hash): compare
+    records it without training it."""
+    if not folder.is_dir():
+        return {}
+    twins = recorded_twins(ResultsDir(folder, experiment.name), experiment, planned, experiment.threads(jobs))
+    return {key: twin.experiment for key, (_, twin) in twins.items() if twin.experiment != experiment.name}
+
+
 def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun], *, jobs: int = 1,
                   results_dir: str | Path | None = None,
                   left_out: dict[str, frozenset] | None = None) -> str:
@@ -387,10 +396,18 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun],
         rows.append([p.spec.label, str(p.spec.seed), mixer, model, f"{p.params:,}", str(p.total_steps)])
     lines = text_table(["label", "seed", "mixer(s)", "model", "params", "steps"], rows).split("\n")
     folders = [results_dir, RECORD_DIR]
-    estimate = estimate_time(experiment.name, [p.spec for p in planned], folders,
-                             steps={p.spec.key: p.total_steps for p in planned},
-                             params={p.spec.key: p.params for p in planned}, task=task.info.name,
-                             threads=experiment.threads(jobs))
-    lines += ["", estimate_line(estimate, jobs, experiment.name, folders)]
+    reused = _reusable(experiment, planned, Path(results_dir) if results_dir is not None else RECORD_DIR, jobs)
+    to_train = [p for p in planned if p.spec.key not in reused]
+    estimate = estimate_time(experiment.name, [p.spec for p in to_train], folders,
+                             steps={p.spec.key: p.total_steps for p in to_train},
+                             params={p.spec.key: p.params for p in to_train}, task=task.info.name,
+                             threads=experiment.threads(jobs)) if to_train else None
+    lines += ["", estimate_line(estimate, jobs, experiment.name, folders) if to_train else
+              "estimated time: none (every run is recorded already)"]
+    if reused:
+        sources = sorted({source for source in reused.values()})
+        runs = f"{len(reused)} runs are" if len(reused) != 1 else "1 run is"
+        lines.append(f"{runs} recorded by {', '.join(sources)} with the same config: reused, not trained again (not "
+                     f"counted above)")
     claims = attainable_lines(experiment, left_out=left_out)  # per claim: the smallest Holm-adjusted p it can reach
     return "\n".join(head + lines + ([""] + claims if claims else []))
