@@ -25,7 +25,8 @@ _WINDOWED = re.compile(r"-w[0-9]+$")  # the window file's labels: window_linear-
 
 
 def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
-    """(length, mechanism, width) -> the test accuracies of its seeds, from ``002-zoology-mqar-<N>.csv``."""
+    """(length, mechanism, width) -> the test accuracies of its seeds, from ``002-zoology-mqar-<N>.csv`` and the
+    window file's windowed labels (its linear attention is the 64-token file's, not counted twice)."""
     from tokenmix.training.results import read_csv
 
     values: dict[tuple[int, str, int], list[float]] = {}
@@ -45,7 +46,8 @@ def _curve(mechanism: str) -> str:
 
 
 def _states(experiments: Path) -> dict[str, int]:
-    """Each label of the STATE_LENGTH-token file: its decoding state in bytes after 256 tokens."""
+    """Each label of the STATE_LENGTH-token file and the window file: its decoding state in bytes after the
+    file's sequence length."""
     from tokenmix.training.build import plan_task
     from tokenmix.training.experiment import load_experiment
     from tokenmix.training.statesize import state_sizes
