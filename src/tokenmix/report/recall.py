@@ -90,7 +90,7 @@ def _draw(ax, curves: dict[str, list[tuple[float, list[float]]]], styles: dict[s
     """One curve of means per mechanism, each seed a faint dot behind it (the means hide seeds that stall)."""
     for m, points in curves.items():
         colour, marker = styles[m]
-        points.sort()
+        points = sorted(points, key=lambda point: point[0])
         ax.plot([x for x, _ in points], [statistics.mean(v) for _, v in points], marker=marker, color=colour,
                 label=m, linewidth=2.5 if m == "softmax" else 1.2)
         seeds = [(x, y) for x, v in points for y in v]

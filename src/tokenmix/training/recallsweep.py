@@ -220,8 +220,8 @@ def file_text(length: int) -> str:
 
 # LoLCATs' sliding window + linear attention (Zhang et al. 2024b) came after the files above were registered and run
 # at their fixed code, so it has its own file at 64 tokens, with linear attention beside it (the 64-token file's
-# runs: the same configurations, recorded once and reused). Windows of 8 and 32 tokens: the first holds the value asked for few queries, the
-# second for most (:func:`window_reach`).
+# runs: the same configurations, recorded once and reused). Windows of 8 and 32 tokens: the first holds the value
+# asked for few queries, the second for most (:func:`window_reach`).
 WINDOWS = (8, 32)
 WINDOW_FILE = "002-zoology-mqar-64-window"
 WINDOW_LENGTH = 64
