@@ -206,3 +206,21 @@ def test_the_recall_pictures_carry_the_audited_shortcut_ceiling(tmp_path):
     text = "\n".join(recall_section(data, experiments=experiments, out=tmp_path / "reproduction.md"))
     # the 64-token file runs preset quick with 8 pairs: its ceiling, not the 16-pair setting's
     assert "shortcut ceiling at 64 tokens, 0.125 [0.118, 0.132] (copy one pair's value; every length holds 8" in text
+
+
+def test_the_recall_section_says_when_a_short_filter_cannot_reach_the_pairs(tmp_path):
+    from pathlib import Path
+
+    from tokenmix.report.recall import recall_section
+    from tokenmix.training.recallsweep import window_reach
+
+    data = tmp_path / "docs"
+    data.mkdir()
+    (data / "002-zoology-mqar-64.csv").write_text("label,seed,value\nbaseconv-d64,0,0.007\nsoftmax-d64,0,0.99\n")
+    experiments = Path(__file__).resolve().parents[1] / "experiments"
+    text = "\n".join(recall_section(data, experiments=experiments, plots=False))
+    # 2 layers of a 3-tap filter see 4 tokens back, where few queries' values lie
+    assert "**Reach, baseconv-d64 at 64 tokens.** Its filter has 3 taps" in text
+    assert f"sees 4 tokens back; the value asked for lies that close in {100 * window_reach(5, 64):.1f} %" in text
+    assert window_reach(5, 64) < 0.05 and "Its 0.007 measures that reach" in text
+    assert "at 128 tokens" not in text  # no baseconv row there yet

@@ -61,6 +61,38 @@ def _states(experiments: Path) -> dict[str, int]:
     return sizes
 
 
+def _reach_notes(experiments: Path, values: dict[tuple[int, str, int], list[float]]) -> list[str]:
+    """Why a mechanism whose receptive field is a few tokens sits at chance: BaseConv's filter of k taps lets an
+    L-layer model see L (k - 1) tokens back, and the share of queries whose value lies that close is counted as for
+    the window file (:func:`tokenmix.training.recallsweep.window_reach`)."""
+    import tokenmix
+    from tokenmix.training.experiment import load_experiment
+    from tokenmix.training.recallsweep import window_reach
+
+    notes = []
+    for n in LENGTHS:
+        path = experiments / f"002-zoology-mqar-{n}.toml"
+        if not path.exists():
+            continue
+        experiment = load_experiment(path)
+        for entry in experiment.mixers:
+            found = _LABEL.match(entry.label)
+            if entry.pattern != ("baseconv",) or not found or not values.get((n, found["mechanism"],
+                                                                               int(found["width"]))):
+                continue
+            taps = tokenmix.create_mixer("baseconv", 8, causal=True, **entry.options).kernel_size
+            depth = int({**experiment.model, **entry.model}["depth"])
+            back = depth * (taps - 1)
+            mean = statistics.mean(values[(n, found["mechanism"], int(found["width"]))])
+            share = 100 * window_reach(back + 1, n)
+            notes.append(f"**Reach, {entry.label} at {n} tokens.** Its filter has {taps} taps (Based's short "
+                         f"convolution), so a {depth}-layer model sees {back} tokens back; the value asked for lies "
+                         f"that close in {share:.1f} % of the queries. Its {mean:.3f} measures that reach, not what "
+                         f"a gated long convolution (Zoology's BaseConv with a filter as long as the sequence) "
+                         f"recalls.")
+    return notes
+
+
 _MARKERS = "osD^vP<X>hp"  # with tab20's colours, no two of up to 220 mechanisms look alike
 
 
@@ -172,6 +204,9 @@ def recall_section(data: Path, *, experiments: Path | None = None, out: Path | N
     lines += ["Test accuracy, mean over the seeds recorded (their number in brackets), at the learning rate chosen "
               "on validation:", ""]
     lines += table(["label", *(f"N = {n}" for n in LENGTHS)], body) + [""]
+    if experiments is not None:
+        for note in _reach_notes(experiments, values):
+            lines += [note, ""]
     if not plots:
         return lines
     ceiling, chance = _floors(data, experiments)
