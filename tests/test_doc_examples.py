@@ -124,3 +124,12 @@ def test_toml_blocks_parse(where, code):
     import tomllib
 
     tomllib.loads(code)
+
+
+def test_the_readme_mechanism_table_names_every_registered_sequence_mixer():
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| name | what | complexity | modes |"):]
+    table = table[:table.index("\n\n")]
+    named = set(re.findall(r"`([a-z0-9_]+)`", "\n".join(line.split(" | ")[0] for line in table.splitlines())))
+    missing = sorted(n for n in list_mixers() if n not in named)
+    assert not missing, f"README's mechanism table lacks {missing}"

@@ -1,4 +1,4 @@
-"""BaseConv: a linear projection gating a short convolution (Arora et al. 2023, Zoology)."""
+"""BaseConv: a linear projection gating a short or long convolution (Arora et al. 2023, Zoology)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from .base import Mixer
     paper="Arora, Eyuboglu, Timalsina, Johnson, Poli, Zou, Rudra, Ré (2023) 'Zoology: measuring and improving "
           "recall in efficient language models' §5 (BaseConv); Arora et al. (2024) 'Simple linear attention "
           "language models balance the recall-throughput tradeoff' §3 (the short convolution beside each mixer)",
-    complexity="O(N d^2 + N d k)",
+    complexity="O(N d^2 + N d k); a long filter (kernel_size=None): O(N d^2 + N d log N)",
     causal=True,
     recurrent=True,
     multihead=False,
@@ -33,8 +33,12 @@ class BaseConv(Mixer):
     The gated convolution Zoology builds its architectures from, and what Arora et al. (2024) put before every
     mechanism on their recall benchmark (MQAR): with a filter of ``k = 3`` taps a token sees its two
     predecessors, so a key's identity reaches the value after it and the mechanism that follows is left with
-    the lookup itself. Zoology's module adds its input back (``y + u``); here the model's block adds the
-    residual, as for every mixer.
+    the lookup itself. A short filter alone sees ``L (k - 1)`` tokens back in ``L`` layers, so on its own it
+    cannot recall anything further; Zoology's BaseConv also takes a *long* filter, one tap per position of the
+    sequence (its explicit long convolution): ``kernel_size=None`` builds that, ``max_len`` taps, causal only,
+    computed by FFT from 64 taps on (:func:`tokenmix.ops.causal_conv.choose_path`), O(N log N) per channel;
+    decoding then keeps the last ``max_len - 1`` inputs. Zoology's module adds its input back (``y + u``); here
+    the model's block adds the residual, as for every mixer.
 
     Causal: the filter covers positions ``t - k + 1 .. t`` (PyTorch's ``conv1d`` with ``k - 1`` zeros on the
     left, Zoology's ``ShortConvolution``); bidirectional: ``k`` odd, centred on ``t``. Padded positions are
@@ -42,17 +46,25 @@ class BaseConv(Mixer):
     the last ``k - 1`` inputs, O(d k) per token (:mod:`tokenmix.ops.causal_conv`); a prompt continues it in one pass.
 
     Options:
-        kernel_size: the filter's taps ``k`` (Zoology's default 3).
+        kernel_size: the filter's taps ``k`` (Zoology's default 3), or None for a long filter of ``max_len``
+            taps (causal; needs ``max_len``).
         bias: the projection's and the filter's biases (Zoology has both).
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = False, max_len: int | None = None,
-                 kernel_size: int = 3, bias: bool = True) -> None:
+                 kernel_size: int | None = 3, bias: bool = True) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
         if num_heads != 1:
             self._fail(f"num_heads={num_heads} is unsupported: BaseConv has no heads")
+        self.long_filter = kernel_size is None
+        if self.long_filter:
+            if not causal:
+                self._fail("kernel_size=None (a long filter, one tap per position) is causal only")
+            if max_len is None:
+                self._fail("kernel_size=None (a long filter) needs max_len, its number of taps")
+            kernel_size = max_len
         if not is_positive_int(kernel_size):
-            self._fail(f"kernel_size must be a positive int, got {kernel_size!r}")
+            self._fail(f"kernel_size must be a positive int or None (a long filter), got {kernel_size!r}")
         if not causal and kernel_size % 2 == 0:
             self._fail(f"kernel_size={kernel_size} must be odd when bidirectional (a filter centred on each token)")
         self._check_flag(bias, "bias")
@@ -61,7 +73,10 @@ class BaseConv(Mixer):
         self.conv = nn.Conv1d(dim, dim, kernel_size, groups=dim, bias=bias)
 
     def _filtered(self, x: Tensor) -> Tensor:
-        """The depthwise filter over (B, N, d), causal or centred, by ``conv1d``."""
+        """The depthwise filter over (B, N, d), causal or centred, by ``conv1d``; a long one by
+        :func:`~tokenmix.ops.causal_conv.chunk_causal_conv` (the FFT from 64 taps on)."""
+        if self.long_filter:
+            return chunk_causal_conv(x, self._taps(), self.conv.bias)[0]
         k = self.kernel_size
         left = k - 1 if self.causal else k // 2
         padded = F.pad(x.transpose(1, 2), (left, k - 1 - left))
@@ -112,4 +127,5 @@ class BaseConv(Mixer):
 
     def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """A prompt in one pass (the direct convolution over the state's inputs and the prompt's)."""
-        return self._continue(x, state, functools.partial(chunk_causal_conv, path="direct"))
+        path = "auto" if self.long_filter else "direct"
+        return self._continue(x, state, functools.partial(chunk_causal_conv, path=path))

@@ -88,8 +88,8 @@ def _reach_notes(experiments: Path, values: dict[tuple[int, str, int], list[floa
             notes.append(f"**Reach, {entry.label} at {n} tokens.** Its filter has {taps} taps (Based's short "
                          f"convolution), so a {depth}-layer model sees {back} tokens back; the value asked for lies "
                          f"that close in {share:.1f} % of the queries. Its {mean:.3f} measures that reach, not what "
-                         f"a gated long convolution (Zoology's BaseConv with a filter as long as the sequence) "
-                         f"recalls.")
+                         f"a gated long convolution (Zoology's BaseConv with a filter as long as the sequence, "
+                         f"`kernel_size=None`) recalls.")
     return notes
 
 
