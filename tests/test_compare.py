@@ -107,6 +107,26 @@ options = { bias = true }
     assert "softmax-1h" in out and "softmax-4h" in out and "bias=True" in out and "heads=4" in out
 
 
+def test_a_mixer_option_of_none_reads_as_none_in_a_table_or_inline(tmp_path):
+    text = re.sub(r"^mixers = .*$", "", DEFAULT_FILE.read_text(), flags=re.MULTILINE) + """
+[[mixers]]
+label = "long-table"
+name = "baseconv"
+options = { kernel_size = "none" }
+
+[[mixers]]
+label = "long-inline"
+name = "baseconv:kernel_size=none"
+"""
+    path = tmp_path / "long.toml"
+    path.write_text(text)
+    experiment = load_experiment(path, ["seeds=[0]"])
+    assert [entry.options for entry in experiment.mixers] == [{"kernel_size": None}] * 2
+    _, planned = plan(experiment)
+    assert {p.spec.label for p in planned} >= {"long-table", "long-inline"}
+    assert planned[0].params == planned[1].params  # both the long filter: max_len taps per channel
+
+
 @pytest.mark.parametrize(("sets", "message"), [
     (["train.lrr=1"], "unknown key(s) ['lrr'] in [train]"),
     (["model.bogus=1"], "no model option(s) ['bogus']"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.patterns import parse_layer_mixer, pattern_names
-from .schema import ENTRY_TRAIN_KEYS, check_keys, fail
+from .schema import ENTRY_TRAIN_KEYS, check_keys, fail, nones
 
 __all__ = ["MixerEntry", "parse_entry", "is_label"]
 
@@ -81,6 +81,7 @@ def parse_entry(item: Any, index: int) -> MixerEntry:
         if not isinstance(value, dict):
             fail(f"{where}.{key} must be a table, got {type(value).__name__}")
     check_keys(train, ENTRY_TRAIN_KEYS, f"{where}.train")
+    options = nones(options)  # as in [task], [model] and [train]: "none" is None (kernel_size = "none")
     if len(layers) == 1:  # one mechanism: its inline options join the entry's (the entry's win)
         return MixerEntry(label, (layers[0].name,), {**dict(layers[0].options), **options}, dict(model), dict(train))
     return MixerEntry(label, tuple(layer.label for layer in layers), dict(options), dict(model), dict(train))
