@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from tokenmix.training.experiment import load_experiment
-from tokenmix.training.recallsweep import (CELLS, SEEDS, WINDOW_FILE, WINDOWS, claims, file_text, window_claims,
-                                          window_file_text, window_reach)
+from tokenmix.training.recallsweep import (CELLS, CONV_FILE, CONV_WIDTHS, REACH, SEEDS, WINDOW_FILE, WINDOWS, claims,
+                                          conv_claims, conv_file_text, file_text, window_claims, window_file_text,
+                                          window_reach)
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -48,3 +49,22 @@ def test_window_reach_counts_the_queries_whose_value_the_window_holds():
     # token (the query alone) holds none, the whole sequence holds all; the two windows swept hold few and most
     assert window_reach(1) == 0.0 and window_reach(64) == 1.0
     assert 0 < window_reach(2) < window_reach(WINDOWS[0]) < 0.15 < 0.7 < window_reach(WINDOWS[1]) < 1
+
+
+def test_the_long_convolution_file_is_what_the_plan_writes_and_shares_the_64_token_runs():
+    assert (EXPERIMENTS / f"{CONV_FILE}.toml").read_text() == conv_file_text()
+    experiment = load_experiment(EXPERIMENTS / f"{CONV_FILE}.toml")
+    labels = {entry.label for entry in experiment.mixers}
+    assert all(claim["a"] in labels and claim["b"] in labels for claim in conv_claims())
+    base = load_experiment(EXPERIMENTS / "002-zoology-mqar-64.toml")
+    assert (experiment.task, experiment.train, experiment.seeds) == (base.task, base.train, base.seeds)
+    # softmax and the short filter exactly as the 64-token file trains them (so its rows are reused, not retrained)
+    same = {e.label: e for e in base.mixers}
+    for entry in experiment.mixers:
+        if entry.label in same:
+            assert entry == same[entry.label]
+    assert {e.label: (e.options, e.model["dim"]) for e in experiment.mixers if e.label not in same} == {
+        f"baseconv-long-d{w}": ({"kernel_size": None}, w) for w in CONV_WIDTHS}
+    # the short filter's reach quoted in the first claim's source: 2 layers of 3 taps see 4 tokens back
+    assert f"lies that close for {100 * window_reach(5):.1f} % of the queries" in REACH
+    assert len(conv_claims()) / 12870 < 0.005

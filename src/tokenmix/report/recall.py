@@ -11,7 +11,7 @@ import re
 import statistics
 from pathlib import Path
 
-from tokenmix.training.recallsweep import CELLS, WINDOW_FILE
+from tokenmix.training.recallsweep import CELLS, CONV_FILE, WINDOW_FILE
 
 from .tables import table
 
@@ -22,15 +22,19 @@ STATE_LENGTH = 64  # the length whose file sweeps the widths
 COMMAND = "tokenmix compare --config experiments/002-zoology-mqar-{n}.toml --results docs/reproduction --jobs 2"
 _LABEL = re.compile(r"^(?P<mechanism>.+)-d(?P<width>[0-9]+)$")
 _WINDOWED = re.compile(r"-w[0-9]+$")  # the window file's labels: window_linear-w<window>-d<width>
+_LONG = re.compile(r"^baseconv-long$")  # the long-convolution file's own labels: baseconv-long-d<width>
+# the files added beside the sweep at STATE_LENGTH tokens, each with the labels it adds (the rest are reused rows)
+_ADDED = ((WINDOW_FILE, _WINDOWED), (CONV_FILE, _LONG))
 
 
 def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
     """(length, mechanism, width) -> the test accuracies of its seeds, from ``002-zoology-mqar-<N>.csv`` and the
-    window file's windowed labels (its linear attention is the 64-token file's, not counted twice)."""
+    labels the window and long-convolution files add (their other labels are the 64-token file's runs, not counted
+    twice)."""
     from tokenmix.training.results import read_csv
 
     values: dict[tuple[int, str, int], list[float]] = {}
-    files = [(n, f"002-zoology-mqar-{n}", None) for n in LENGTHS] + [(STATE_LENGTH, WINDOW_FILE, _WINDOWED)]
+    files = [(n, f"002-zoology-mqar-{n}", None) for n in LENGTHS] + [(STATE_LENGTH, f, own) for f, own in _ADDED]
     for n, name, only in files:
         for row in read_csv(data / f"{name}.csv")[1]:
             found = _LABEL.match(row.get("label", ""))
@@ -46,14 +50,14 @@ def _curve(mechanism: str) -> str:
 
 
 def _states(experiments: Path) -> dict[str, int]:
-    """Each label of the STATE_LENGTH-token file and the window file: its decoding state in bytes after the
-    file's sequence length."""
+    """Each label of the STATE_LENGTH-token file and the files added beside it: its decoding state in bytes after
+    the file's sequence length."""
     from tokenmix.training.build import plan_task
     from tokenmix.training.experiment import load_experiment
     from tokenmix.training.statesize import state_sizes
 
     sizes: dict[str, int] = {}
-    for name in (f"002-zoology-mqar-{STATE_LENGTH}", WINDOW_FILE):
+    for name in (f"002-zoology-mqar-{STATE_LENGTH}", *(f for f, _ in _ADDED)):
         path = experiments / f"{name}.toml"
         if path.exists():
             experiment = load_experiment(path)
