@@ -224,3 +224,14 @@ def test_the_recall_section_says_when_a_short_filter_cannot_reach_the_pairs(tmp_
     assert f"sees 4 tokens back; the value asked for lies that close in {100 * window_reach(5, 64):.1f} %" in text
     assert window_reach(5, 64) < 0.05 and "Its 0.007 measures that reach" in text
     assert "at 128 tokens" not in text  # no baseconv row there yet
+
+
+def test_the_recall_curves_that_share_a_colour_get_markers_that_do_not_look_alike():
+    from tokenmix.report.recall import _style
+
+    styles = [_style(i) for i in range(220)]
+    assert len(set(styles)) == 220
+    round_ones = set("ohp8")  # circle, hexagon, pentagon, octagon: alike at a plot's marker size
+    for i in range(200):
+        (colour, a), (same, b) = styles[i], styles[i + 20]
+        assert colour == same and a != b and not {a, b} <= round_ones and {a, b} != {"s", "D"}

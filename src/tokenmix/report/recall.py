@@ -97,7 +97,14 @@ def _reach_notes(experiments: Path, values: dict[tuple[int, str, int], list[floa
     return notes
 
 
-_MARKERS = "osD^vP<X>hp"  # with tab20's colours, no two of up to 220 mechanisms look alike
+_MARKERS = "osD^vP<X>hp"
+
+
+def _style(i: int) -> tuple[int, str]:
+    """The i-th curve's tab20 colour index and marker. tab20 repeats after 20 curves, so curve i + 20 takes a
+    marker 3 places on (25 mod 11): a triangle where curve i had a circle, not the look-alike hexagon; no two of
+    the first 220 curves share both."""
+    return i % 20, _MARKERS[(i + 5 * (i // 20)) % len(_MARKERS)]
 
 
 def _floors(data: Path, experiments: Path | None) -> tuple[dict[str, str] | None, float]:
@@ -145,7 +152,7 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
     image.mkdir(parents=True, exist_ok=True)
     mechanisms = sorted({m for _, m, _ in values})
     curves = sorted(set(mechanisms) | {_curve(m) for m in mechanisms})
-    styles = {m: (plt.cm.tab20(i % 20), _MARKERS[i % len(_MARKERS)]) for i, m in enumerate(curves)}
+    styles = {m: (plt.cm.tab20(_style(i)[0]), _style(i)[1]) for i, m in enumerate(curves)}
     by_length = {m: [(n, values[n, m, 64]) for n in LENGTHS if (n, m, 64) in values] for m in mechanisms}
     by_state = {c: [(states[f"{m}-d{w}"], v) for (n, m, w), v in values.items()
                     if n == STATE_LENGTH and _curve(m) == c and states.get(f"{m}-d{w}", 0) > 0] for c in curves}
