@@ -224,6 +224,12 @@ def test_the_recall_section_says_when_a_short_filter_cannot_reach_the_pairs(tmp_
     assert f"sees 4 tokens back; the value asked for lies that close in {100 * window_reach(5, 64):.1f} %" in text
     assert window_reach(5, 64) < 0.05 and "Its 0.007 measures that reach" in text
     assert "at 128 tokens" not in text  # no baseconv row there yet
+    assert "recalls." in text  # no long-filter row: nothing measured to quote
+    (data / "002-zoology-mqar-64-conv.csv").write_text("label,seed,value\nbaseconv-long-d64,0,0.13\n"
+                                                        "baseconv-long-d64,1,0.12\nbaseconv-d64,0,0.5\n")
+    text = "\n".join(recall_section(data, experiments=experiments, plots=False))
+    assert "recalls: 0.125 at the same width (`002-zoology-mqar-64-conv`)." in text
+    assert "Its 0.007 measures" in text  # the long file's copy of the short filter's rows is not counted twice
 
 
 def test_the_recall_curves_that_share_a_colour_get_markers_that_do_not_look_alike():

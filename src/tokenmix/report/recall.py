@@ -22,7 +22,8 @@ STATE_LENGTH = 64  # the length whose file sweeps the widths
 COMMAND = "tokenmix compare --config experiments/002-zoology-mqar-{n}.toml --results docs/reproduction --jobs 2"
 _LABEL = re.compile(r"^(?P<mechanism>.+)-d(?P<width>[0-9]+)$")
 _WINDOWED = re.compile(r"-w[0-9]+$")  # the window file's labels: window_linear-w<window>-d<width>
-_LONG = re.compile(r"^baseconv-long$")  # the long-convolution file's own labels: baseconv-long-d<width>
+_LONG_FILTER = "baseconv-long"  # the long-convolution file's own labels: baseconv-long-d<width>
+_LONG = re.compile(rf"^{_LONG_FILTER}$")
 # the files added beside the sweep at STATE_LENGTH tokens, each with the labels it adds (the rest are reused rows)
 _ADDED = ((WINDOW_FILE, _WINDOWED), (CONV_FILE, _LONG))
 
@@ -89,11 +90,13 @@ def _reach_notes(experiments: Path, values: dict[tuple[int, str, int], list[floa
             back = depth * (taps - 1)
             mean = statistics.mean(values[(n, found["mechanism"], int(found["width"]))])
             share = 100 * window_reach(back + 1, n)
+            long_runs = values.get((n, _LONG_FILTER, int(found["width"])))
+            measured = f": {statistics.mean(long_runs):.3f} at the same width (`{CONV_FILE}`)" if long_runs else ""
             notes.append(f"**Reach, {entry.label} at {n} tokens.** Its filter has {taps} taps (Based's short "
                          f"convolution), so a {depth}-layer model sees {back} tokens back; the value asked for lies "
                          f"that close in {share:.1f} % of the queries. Its {mean:.3f} measures that reach, not what "
                          f"a gated long convolution (Zoology's BaseConv with a filter as long as the sequence, "
-                         f"`kernel_size=None`) recalls.")
+                         f"`kernel_size=None`) recalls{measured}.")
     return notes
 
 
