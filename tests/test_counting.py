@@ -370,3 +370,17 @@ def test_no_mechanism_is_counted_as_another_registered_one() -> None:
             if owner is None or owner is cls or name in COUNTED_AS_PARENT:
                 continue
             assert owner not in registered, f"{name} is counted by {owner.__name__}'s function"
+
+
+def test_count_takes_inline_options_and_says_when_an_fft_goes_unmeasured(capsys):
+    from tokenmix.cli import main
+
+    main(["count", "--mixers", "baseconv,baseconv:kernel_size=none", "--dim", "16", "--max-len", "64"])
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("baseconv")}
+    short, long = rows["baseconv"], rows["baseconv:kernel_size=none"]
+    # the long filter: 64 taps a channel where the short one has 3 (parameters d^2 + d + d k + d)
+    assert short[4] == f"{16 * 16 + 16 + 16 * 3 + 16:,}" and long[4] == f"{16 * 16 + 16 + 16 * 64 + 16:,}"
+    assert "baseconv:kernel_size=none (causal): a long filter is computed by FFT" in out
+    with pytest.raises(SystemExit, match="kernel_size=None .* causal only"):
+        main(["count", "--mixers", "baseconv:kernel_size=none", "--mode", "bidir", "--max-len", "64"])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
+from ..models.patterns import LayerMixer, parse_layer_mixer, split_mixer_list
 from ..registry import list_mixers, mixer_info
 
 __all__ = ["add_parser", "run"]
@@ -14,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "per mixer, for training over l tokens and one inference step at t (Chen (2023) Tables 3-7), "
                         "cross-checked with torch's FlopCounterMode; --mode paper-000 for Yamada et al. (2022) "
                         "§4.2's counts")
-    cn.add_argument("--mixers", help="comma-separated names, or 'all' (default)")
+    cn.add_argument("--mixers", help="comma-separated names with their options as in compare "
+                    "(baseconv:kernel_size=none), or 'all' (default)")
     cn.add_argument("--dim", type=int, default=128, help="model width d (default 128, as Chen (2023) Table 7); with "
                     "--mode paper-000 the embedding width m")
     cn.add_argument("--max-len", type=int, help="max_len the mixers are built with: the Extractors' "
@@ -33,8 +36,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cn.add_argument("--csv", help="also write the table to this CSV file")
 
 
+def _entries(mixers: str) -> list[LayerMixer]:
+    """The mechanisms to count: every registered one, or the list's entries with their inline options."""
+    if mixers == "all":
+        return [LayerMixer(name) for name in list_mixers()]
+    return [parse_layer_mixer(entry, "tokenmix count --mixers") for entry in split_mixer_list(mixers, "--mixers")]
+
+
 def run(args: argparse.Namespace) -> None:
-    from ..counting import count_paper_000, count_table, format_counts, format_paper_000, write_counts_csv
+    from ..counting import count_mixer, count_paper_000, format_counts, format_paper_000, write_counts_csv
 
     if args.mode == "paper-000":
         given = [flag for flag, value in (("--mixers", args.mixers), ("--max-len", args.max_len),
@@ -60,16 +70,20 @@ def run(args: argparse.Namespace) -> None:
         mixers = args.mixers or "all"
         max_len = 128 if args.max_len is None else args.max_len
         heads = 1 if args.heads is None else args.heads
-        names = list_mixers() if mixers == "all" else [n.strip() for n in mixers.split(",") if n.strip()]
         causal = {"auto": None, "causal": True, "bidir": False}[args.mode]
         skipped = []
         try:
+            entries = _entries(mixers)
             if causal is not None:
-                can = [n for n in names if (mixer_info(n).causal if causal else mixer_info(n).bidirectional)]
-                skipped = [n for n in names if n not in can]
-                names = can
-            results = count_table(names, dim=args.dim, max_len=max_len, heads=heads, length=args.length,
-                                  step_t=args.step_t, causal=causal, measure_flops=not args.no_flops)
+                info = {e.name: mixer_info(e.name) for e in entries}
+                can = [e for e in entries if (info[e.name].causal if causal else info[e.name].bidirectional)]
+                skipped = [e.label for e in entries if e not in can]
+                entries = can
+            results = [replace(count_mixer(e.name, dim=args.dim, max_len=max_len,
+                                           heads=mixer_info(e.name).heads(heads) or 1, length=args.length,
+                                           step_t=args.step_t, causal=causal, measure_flops=not args.no_flops,
+                                           options=dict(e.options)), name=e.label)
+                       for e in entries]
         except ValueError as error:
             raise SystemExit(f"tokenmix count: {error}") from None
         print(f"tokenmix count: d={args.dim}, max_len={max_len}, heads={heads} (multi-head mixers), "

@@ -61,6 +61,8 @@ _NOTES: dict[str, tuple[str, str]] = {
     "average": ("gates, sigmoid and LayerNorm are element-wise, not measured",) * 2,
     "contextualizer": ("the softmax over tokens and the weighted sum are element-wise, not measured",) * 2,
 }
+_LONG_FILTER_NOTE = ("a long filter is computed by FFT from 64 taps on, which FlopCounterMode does not count: the "
+                     "counts are the direct form's, every tap at every position")
 _EXTRACTOR_NOTE = ("measured on path='direct' (FlopCounterMode does not count FFTs), where the causal "
                    "convolution's zero left padding about doubles the tap products")
 
@@ -190,6 +192,8 @@ def count_mixer(
     gemm_like = train.mults + train.adds
     ratio = measured / gemm_like if measured is not None and gemm_like > 0 else None
     note = _EXTRACTOR_NOTE if name.startswith("extractor_") else _NOTES.get(name, ("", ""))[causal]
+    if getattr(module, "long_filter", False):
+        note = _LONG_FILTER_NOTE
     if info.spatial:
         note = f"counted on the {hw[0]} x {hw[1]} grid" + (f"; {note}" if note else "")
     return CountResult(name=name, causal=causal, heads=heads, params=params, train=train, step=step,
