@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from ..models.patterns import LayerMixer, parse_layer_mixer, split_mixer_list
 from ..registry import list_mixers, mixer_info
@@ -44,7 +43,7 @@ def _entries(mixers: str) -> list[LayerMixer]:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..counting import count_mixer, count_paper_000, format_counts, format_paper_000, write_counts_csv
+    from ..counting import count_paper_000, count_table, format_counts, format_paper_000, write_counts_csv
 
     if args.mode == "paper-000":
         given = [flag for flag, value in (("--mixers", args.mixers), ("--max-len", args.max_len),
@@ -75,15 +74,12 @@ def run(args: argparse.Namespace) -> None:
         try:
             entries = _entries(mixers)
             if causal is not None:
-                info = {e.name: mixer_info(e.name) for e in entries}
-                can = [e for e in entries if (info[e.name].causal if causal else info[e.name].bidirectional)]
+                mode = "causal" if causal else "bidirectional"
+                can = [e for e in entries if getattr(mixer_info(e.name), mode)]
                 skipped = [e.label for e in entries if e not in can]
                 entries = can
-            results = [replace(count_mixer(e.name, dim=args.dim, max_len=max_len,
-                                           heads=mixer_info(e.name).heads(heads) or 1, length=args.length,
-                                           step_t=args.step_t, causal=causal, measure_flops=not args.no_flops,
-                                           options=dict(e.options)), name=e.label)
-                       for e in entries]
+            results = count_table(entries, dim=args.dim, max_len=max_len, heads=heads, length=args.length,
+                                  step_t=args.step_t, causal=causal, measure_flops=not args.no_flops)
         except ValueError as error:
             raise SystemExit(f"tokenmix count: {error}") from None
         print(f"tokenmix count: d={args.dim}, max_len={max_len}, heads={heads} (multi-head mixers), "

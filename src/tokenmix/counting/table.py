@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
+from ..models.patterns import LayerMixer, parse_layer_mixer
 from ..ops.spatial import square_grid
 from ..registry import create_mixer, list_mixers, mixer_info
 from ..tabulate import text_table
@@ -202,7 +203,7 @@ def count_mixer(
 
 
 def count_table(
-    names: Sequence[str] | None = None,
+    names: Sequence[str | LayerMixer] | None = None,
     *,
     dim: int = 128,
     max_len: int | None = 128,
@@ -212,14 +213,19 @@ def count_table(
     causal: bool | None = None,
     measure_flops: bool = True,
 ) -> list[CountResult]:
-    """:func:`count_mixer` for each of ``names`` (default: every registered mixer). ``heads`` applies to the
-    multi-head mixers; the others have one head. ``causal=None`` picks each mixer's default mode."""
+    """:func:`count_mixer` for each of ``names`` (default: every registered mixer), each a name or an entry with
+    its options as ``compare`` takes them (``"performer:nb_features=64"``, or a
+    :class:`~tokenmix.models.patterns.LayerMixer`); a result with options is named by its entry. ``heads``
+    applies to the multi-head mixers; the others have one head. ``causal=None`` picks each mixer's default mode."""
     if names is None:
         names = list_mixers()
     if isinstance(names, str):
         raise ValueError(f"count_table: names must be a sequence of mixer names, got the string {names!r}")
-    return [count_mixer(n, dim=dim, max_len=max_len, heads=mixer_info(n).heads(heads) or 1, length=length,
-                        step_t=step_t, causal=causal, measure_flops=measure_flops) for n in names]
+    layers = [parse_layer_mixer(n, "count_table") for n in names]
+    return [replace(count_mixer(layer.name, dim=dim, max_len=max_len, heads=mixer_info(layer.name).heads(heads) or 1,
+                                length=length, step_t=step_t, causal=causal, measure_flops=measure_flops,
+                                options=dict(layer.options)), name=layer.label)
+            for layer in layers]
 
 
 _OPS = ("mults", "adds", "divs", "exps")
