@@ -82,15 +82,18 @@ def _reach_notes(experiments: Path, values: dict[tuple[int, str, int], list[floa
         experiment = load_experiment(path)
         for entry in experiment.mixers:
             found = _LABEL.match(entry.label)
-            if entry.pattern != ("baseconv",) or not found or not values.get((n, found["mechanism"],
-                                                                               int(found["width"]))):
+            if entry.pattern != ("baseconv",) or not found:
+                continue
+            width = int(found["width"])
+            runs = values.get((n, found["mechanism"], width))
+            if not runs:
                 continue
             taps = tokenmix.create_mixer("baseconv", 8, causal=True, **entry.options).kernel_size
             depth = int({**experiment.model, **entry.model}["depth"])
             back = depth * (taps - 1)
-            mean = statistics.mean(values[(n, found["mechanism"], int(found["width"]))])
+            mean = statistics.mean(runs)
             share = 100 * window_reach(back + 1, n)
-            long_runs = values.get((n, _LONG_FILTER, int(found["width"])))
+            long_runs = values.get((n, _LONG_FILTER, width))
             measured = f": {statistics.mean(long_runs):.3f} at the same width (`{CONV_FILE}`)" if long_runs else ""
             notes.append(f"**Reach, {entry.label} at {n} tokens.** Its filter has {taps} taps (Based's short "
                          f"convolution), so a {depth}-layer model sees {back} tokens back; the value asked for lies "
@@ -155,7 +158,7 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
     image.mkdir(parents=True, exist_ok=True)
     mechanisms = sorted({m for _, m, _ in values})
     curves = sorted(set(mechanisms) | {_curve(m) for m in mechanisms})
-    styles = {m: (plt.cm.tab20(_style(i)[0]), _style(i)[1]) for i, m in enumerate(curves)}
+    styles = {m: (plt.cm.tab20(colour), marker) for m, (colour, marker) in zip(curves, map(_style, range(len(curves))))}
     by_length = {m: [(n, values[n, m, 64]) for n in LENGTHS if (n, m, 64) in values] for m in mechanisms}
     by_state = {c: [(states[f"{m}-d{w}"], v) for (n, m, w), v in values.items()
                     if n == STATE_LENGTH and _curve(m) == c and states.get(f"{m}-d{w}", 0) > 0] for c in curves}

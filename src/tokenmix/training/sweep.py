@@ -405,7 +405,7 @@ def dry_run_table(experiment: Experiment, task: Task, planned: list[PlannedRun],
     lines += ["", estimate_line(estimate, jobs, experiment.name, folders) if to_train else
               "estimated time: none (every run is recorded already)"]
     if reused:
-        sources = sorted({source for source in reused.values()})
+        sources = sorted(set(reused.values()))
         runs = f"{len(reused)} runs are" if len(reused) != 1 else "1 run is"
         lines.append(f"{runs} recorded by {', '.join(sources)} with the same config: reused, not trained again (not "
                      f"counted above)")
