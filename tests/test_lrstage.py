@@ -105,6 +105,20 @@ def test_two_stages_end_to_end_reuse_the_stage_runs_at_the_chosen_rate(tmp_path,
 
     chosen, skipped = verify_plan(experiment(), tmp_path / "rec", 1)
     assert skipped == [] and sorted(r["label"] for r in chosen) == ["lin", "mlp", "softmax"]
+    # and --status, from a fresh clone (no out folder), counts them done at those rates, none stale
+    from tokenmix.training.status import sweep_status
+
+    status = sweep_status(experiment(), tmp_path / "fresh", tmp_path / "rec")
+    assert "learning-rate stage: complete" in status and "6/6 done" in status and "stale" not in status
+
+
+def test_the_status_tells_the_learning_rate_stage_before_the_seeds(tmp_path):
+    from tokenmix.training.status import sweep_status
+
+    status = sweep_status(experiment(), tmp_path / "out", tmp_path / "rec")
+    assert "experiment 'lrtest-lr'" in status and "softmax.lr0.01" in status and "0/6 done" in status
+    assert "then the seeds at the rates the stage chooses on validation" in status and ": 6 runs" in status
+    assert "stale" not in status
 
 
 def test_the_dry_run_plans_both_stages(tmp_path, capsys):

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tabulate import text_table
+from .build import plan_task
 from .checkpoint import Checkpointer, damaged_reason
 from .estimate import RECORD_DIR, TimeEstimate, borrowed_note, estimate_time
-from .build import plan_task
 from .experiment import Experiment
+from .lrstage import LR_STAGE_DIR, has_lr_stage, lr_stage, recorded_rates
 from .results import ResultsDir, run_config
 from .sweep import CONFIG_FILE, RESULT_FILE, check_out_dir, plan, recorded_twins, run_dir
 
@@ -48,10 +49,13 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     wall time of the finished runs of the label, else the recorded runs' in ``results_dir`` or docs/reproduction,
     or comparable runs' of other experiments (:func:`~tokenmix.training.estimate.estimate_time`), else of all
     finished runs, times the remaining runs (a partial one by its remaining fraction), over ``jobs``); the stale
-    rows. Trains nothing."""
+    rows. An experiment with a learning-rate stage (``[train] lr_grid``) is told in its two stages
+    (:func:`_two_stages`). Trains nothing."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     out = Path(out_dir)
+    if has_lr_stage(experiment):
+        return _two_stages(experiment, out, results_dir, jobs)
     task, planned = plan(experiment, plan_task(experiment))  # no data loaded where the task can say its sizes
     notes: list[str] = []
     use_out = True
@@ -91,6 +95,27 @@ def sweep_status(experiment: Experiment, out_dir: str | Path, results_dir: str |
     if notes:
         lines += [""] + notes
     return "\n".join(lines)
+
+
+def _two_stages(experiment: Experiment, out: Path, results_dir: str | Path | None, jobs: int) -> str:
+    """The status of an experiment with a learning-rate stage: once that stage is complete in ``results_dir``, the
+    seeds at the rates its rows choose (as ``compare --results`` runs them, not at ``[train] lr``); before, the
+    stage itself (``<name>-lr``, in ``out/lr-stage``) and how many runs follow it."""
+    from ..tasks import task_info
+
+    info = task_info(experiment.task["name"])
+    final = experiment if results_dir is None else \
+        recorded_rates(experiment, info.kind, results_dir, info.higher_is_better)
+    if not has_lr_stage(final):
+        rates = ", ".join(f"{e.label} {e.train['lr']:g}" for e in final.mixers)
+        return (f"learning-rate stage: complete in {Path(results_dir) / f'{experiment.name}-lr.csv'}; the seeds at "
+                f"the rates it chose on validation ({rates})\n\n" + sweep_status(final, out, results_dir, jobs))
+    stage = lr_stage(experiment, info.kind)
+    runs = len(experiment.entries_with_baseline(info.kind)) * len(experiment.seeds)
+    where = "" if results_dir is None else f" (none is chosen before the stage is complete in {results_dir})"
+    return (sweep_status(stage, out / LR_STAGE_DIR, results_dir, jobs)
+            + f"\n\nthen the seeds at the rates the stage chooses on validation{where}: {runs} runs, not counted "
+              f"above (the stage's own runs at the chosen rates among them, reused)")
 
 
 @dataclass
