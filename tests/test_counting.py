@@ -384,3 +384,21 @@ def test_count_takes_inline_options_and_says_when_an_fft_goes_unmeasured(capsys)
     assert "baseconv:kernel_size=none (causal): a long filter is computed by FFT" in out
     with pytest.raises(SystemExit, match="kernel_size=None .* causal only"):
         main(["count", "--mixers", "baseconv:kernel_size=none", "--mode", "bidir", "--max-len", "64"])
+
+
+@pytest.mark.parametrize("name", ["deltanet", "gated_deltanet", "mamba2"])
+def test_the_short_convolution_is_counted_and_measured_alike(name) -> None:
+    """``conv_size=k`` adds per token and channel a dot product over k taps (and Mamba-2's bias and SiLU). conv1d
+    runs every tap at every position, 2 k FLOPs a channel, as counted, and at the k - 1 positions of the state's
+    zeros before the sequence as well (the outputs it discards there)."""
+    length, taps = 16, 4
+    bare = count_mixer(name, dim=DIM, max_len=length, heads=2)
+    conv = count_mixer(name, dim=DIM, max_len=length, heads=2, options={"conv_size": taps})
+    mixer = tokenmix.create_mixer(name, DIM, num_heads=2, causal=True, max_len=length, conv_size=taps)
+    channels = mixer.short_conv.conv.in_channels
+    silu = name == "mamba2"  # the delta rule's SiLU on q, k, v is there with or without the filter
+    assert conv.train.mults - bare.train.mults == length * channels * taps
+    assert conv.train.adds - bare.train.adds == length * channels * (taps - 1 + silu + silu)  # Mamba-2: + bias
+    assert conv.train.exps - bare.train.exps == conv.train.divs - bare.train.divs == length * channels * silu
+    assert conv.measured_flops - bare.measured_flops == 2 * (length + taps - 1) * channels * taps
+    assert conv.step.mults - bare.step.mults == channels * taps

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from tokenmix.training.experiment import load_experiment
-from tokenmix.training.recallsweep import (CELLS, CONV_FILE, CONV_WIDTHS, REACH, SEEDS, WINDOW_FILE, WINDOWS, claims,
-                                          conv_claims, conv_file_text, file_text, window_claims, window_file_text,
-                                          window_reach)
+from tokenmix.training.recallsweep import (CELLS, CONV_FILE, CONV_WIDTHS, REACH, SEEDS, SHORTCONV_FILE,
+                                          SHORTCONV_MECHANISMS, SHORTCONV_SIZE, WINDOW_FILE, WINDOWS, claims,
+                                          conv_claims, conv_file_text, file_text, shortconv_claims,
+                                          shortconv_file_text, window_claims, window_file_text, window_reach)
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -68,3 +69,24 @@ def test_the_long_convolution_file_is_what_the_plan_writes_and_shares_the_64_tok
     # the short filter's reach quoted in the first claim's source: 2 layers of 3 taps see 4 tokens back
     assert f"lies that close for {100 * window_reach(5):.1f} % of the queries" in REACH
     assert len(conv_claims()) / 12870 < 0.005
+
+
+def test_the_short_convolution_file_is_what_the_plan_writes_and_shares_the_64_token_runs():
+    assert (EXPERIMENTS / f"{SHORTCONV_FILE}.toml").read_text() == shortconv_file_text()
+    experiment = load_experiment(EXPERIMENTS / f"{SHORTCONV_FILE}.toml")
+    labels = {entry.label for entry in experiment.mixers}
+    assert all(claim["a"] in labels and claim["b"] in labels for claim in shortconv_claims())
+    base = load_experiment(EXPERIMENTS / "002-zoology-mqar-64.toml")
+    assert (experiment.task, experiment.train, experiment.seeds) == (base.task, base.train, base.seeds)
+    # the bare layers, linear and softmax attention exactly as the 64-token file trains them (their rows reused)
+    same = {e.label: e for e in base.mixers}
+    assert {"softmax-d64", "linear-d64", *(f"{m}-d64" for m in SHORTCONV_MECHANISMS)} <= labels & set(same)
+    for entry in experiment.mixers:
+        if entry.label in same:
+            assert entry == same[entry.label]
+    assert {e.label: (e.mixer, e.options, e.model["dim"]) for e in experiment.mixers if e.label not in same} == {
+        f"{m}-conv{SHORTCONV_SIZE}-d64": (m, {"conv_size": SHORTCONV_SIZE}, 64) for m in SHORTCONV_MECHANISMS}
+    # each layer with and without its filter is a claim, and the file's family leaves room at 8 v 8 seeds
+    pairs = {(c["a"], c["b"]) for c in shortconv_claims()}
+    assert all((f"{m}-conv{SHORTCONV_SIZE}-d64", f"{m}-d64") in pairs for m in SHORTCONV_MECHANISMS)
+    assert len(shortconv_claims()) / 12870 < 0.005

@@ -359,8 +359,10 @@ def test_the_committed_experiment_files_carry_the_paper_claims():
     # Tables 5-6 on ListOps at LRA length; 2026-11-28: 001 Table 3 memory at N = 10,000, Table 7 inference at 2k-4k;
     # 2026-12-05: 005 recall (Zoology's and Based's Figure 2, DeltaNet's and Based's MQAR), 12 (the sweep cut to fit
     # 24 h and the new mechanisms added, before any row); 2026-12-07: 005 sliding window + linear attention, 2;
-    # 005 BaseConv with a long filter, 2 (and one added here: long above short)
-    assert sum(not c.added for c in claims) == 142
+    # 005 BaseConv with a long filter, 2 (and one added here: long above short); 005 DeltaNet, Gated DeltaNet and
+    # Mamba-2 with their short convolution, 2 (DeltaNet above linear attention, attention above DeltaNet; and three
+    # added here: each layer with its filter above without)
+    assert sum(not c.added for c in claims) == 144
     assert all(c.equivalence is None for c in claims if c.harness)
     assert {s.paper.key for s in studies} == {"000", "001", "002", "003", "004", "005", "convert", "convert-recipes"}
     beyond = [c for s in studies if s.paper.key.startswith("convert") for c in s.claims]

@@ -9,7 +9,7 @@ same outputs with other products (a C x C triangular solve and C x C score block
 from __future__ import annotations
 
 from ..mixers.delta import GatedDeltaNet, _DeltaRuleMixer
-from .opcounts import OpCounts, elementwise, linears
+from .opcounts import OpCounts, elementwise, linears, short_conv_ops
 from .registry import step, training
 
 __all__ = ["delta_token", "delta_training", "delta_step"]
@@ -33,7 +33,8 @@ def _head_rule(d: int, gated: bool) -> OpCounts:
 
 def delta_token(mixer: _DeltaRuleMixer) -> OpCounts:
     """One token: the projections (q, k, v, beta, output; with the gate also its decay's ``a`` and the output
-    gate's), SiLU on q, k, v (``x / (1 + exp(-x))``: an exp, an addition and a division per entry), beta's
+    gate's), the short convolution on q, k, v where there is one (:func:`~.opcounts.short_conv_ops`), SiLU on q,
+    k, v (``x / (1 + exp(-x))``: an exp, an addition and a division per entry), beta's
     sigmoid per head (the same), and every head's :func:`_head_rule`. Gated DeltaNet adds per head its decay
     ``-exp(A_log) softplus(a + dt_bias)`` and ``exp`` of it (2 additions, 1 multiplication, 3 exps: softplus
     counted as an exp and a log) and the output gate (SiLU and a multiplication per channel)."""
@@ -42,7 +43,8 @@ def delta_token(mixer: _DeltaRuleMixer) -> OpCounts:
     if gated:
         layers += [mixer.a_proj, mixer.g_proj]
     h, dim = mixer.num_heads, mixer.dim
-    ops = linears(1, layers) + elementwise(3 * dim, adds=1, divs=1, exps=1) + elementwise(h, adds=1, divs=1, exps=1)
+    ops = linears(1, layers) + short_conv_ops(mixer.short_conv) + elementwise(3 * dim, adds=1, divs=1, exps=1)
+    ops = ops + elementwise(h, adds=1, divs=1, exps=1)
     ops = ops + _head_rule(mixer.head_dim, gated) * h
     if gated:
         ops = ops + elementwise(h, mults=1, adds=2, exps=3) + elementwise(dim, mults=1, adds=1, divs=1, exps=1)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch.nn as nn
 
-__all__ = ["OpCounts", "matmul_ops", "linear_ops", "linears", "dot_ops", "elementwise", "softmax_ops",
+__all__ = ["OpCounts", "matmul_ops", "linear_ops", "linears", "dot_ops", "elementwise", "short_conv_ops", "softmax_ops",
            "softmax_attention_ops", "attention_pairs_ops"]
 
 
@@ -81,6 +81,16 @@ def dot_ops(k: int, count: int = 1) -> OpCounts:
 def elementwise(n: int, *, mults: int = 0, adds: int = 0, divs: int = 0, exps: int = 0) -> OpCounts:
     """``n`` elements, each costing the given numbers of each operation."""
     return OpCounts(mults=n * mults, adds=n * adds, divs=n * divs, exps=n * exps)
+
+
+def short_conv_ops(conv: nn.Module | None) -> OpCounts:
+    """One token through a short convolution (:class:`tokenmix.mixers.shortconv.ShortConvolution`; None: none): per
+    channel a dot product over its ``size`` taps (the state's zeros before the first tokens multiplied like any
+    input), and the bias added where there is one."""
+    if conv is None:
+        return OpCounts()
+    channels = conv.conv.in_channels
+    return dot_ops(conv.size, channels) + OpCounts(adds=channels if conv.conv.bias is not None else 0)
 
 
 def softmax_ops(width: int, count: int = 1) -> OpCounts:

@@ -8,7 +8,7 @@ work.
 from __future__ import annotations
 
 from ..mixers.ssd import Mamba2
-from .opcounts import OpCounts, elementwise, linears
+from .opcounts import OpCounts, elementwise, linears, short_conv_ops
 from .registry import step, training
 
 __all__ = ["mamba2_token", "mamba2_training", "mamba2_step"]
@@ -21,12 +21,15 @@ def mamba2_token(mixer: Mamba2) -> OpCounts:
     (``S P`` multiplications, ``(S - 1) P`` additions) and ``D x`` added (``P`` each); over the inner width
     ``e``: the gate ``y * SiLU(z)`` (an exp, an addition, a division and a multiplication per channel) and the
     RMS norm (``e`` squares, ``e - 1`` additions, the eps, a mean and a root as 2 divisions, ``2 e``
-    multiplications)."""
+    multiplications). With the short convolution, x, B and C through it (:func:`~.opcounts.short_conv_ops`) and
+    SiLU (an exp, an addition and a division per channel)."""
     h, s, p, e = mixer.num_heads, mixer.state_size, mixer.head_dim, mixer.inner_dim
     head = OpCounts(mults=1 + p + 3 * s * p + p, adds=2 + s * p + (s - 1) * p + p, exps=4)
     gate = elementwise(e, mults=1, adds=1, divs=1, exps=1)
     rms = OpCounts(mults=3 * e, adds=e, divs=2)
-    return linears(1, [mixer.in_proj, mixer.out_proj]) + head * h + gate + rms
+    conv = OpCounts() if mixer.short_conv is None else \
+        short_conv_ops(mixer.short_conv) + elementwise(e + 2 * s, adds=1, divs=1, exps=1)
+    return linears(1, [mixer.in_proj, mixer.out_proj]) + head * h + gate + rms + conv
 
 
 @training(Mamba2)

@@ -13,8 +13,9 @@ from torch import Tensor
 from ..ops.delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, naive_recurrent_gated_delta_rule
 from ..registry import register_mixer
 from ..validate import is_positive_int
-from .base import rms_norm
+from .base import merge_heads, rms_norm, split_heads
 from .heads import GatedHeadsMixer
+from .shortconv import ShortConvolution
 
 __all__ = ["DeltaNet", "GatedDeltaNet"]
 
@@ -26,22 +27,32 @@ class _DeltaRuleMixer(GatedHeadsMixer):
     each head's output RMS-normalised, then ``W_o``. Padded positions write nothing (``k = v = beta = 0``, no
     decay), so the state a real token reads holds real tokens only. Decoding keeps the (K, V) state per head,
     O(H K V) per token whatever the length. On a host's Q, K, V (:func:`tokenmix.create_heads`) the SiLU and the
-    normalisation apply to the host's heads, the gates read its hidden states. Not here: the short causal
-    convolution both papers put on q, k and v (BaseConv is a mechanism of its own in tokenmix; a layer pattern puts
-    it before this one).
+    normalisation apply to the host's heads, the gates read its hidden states.
+
+    ``conv_size``: the short causal convolution both papers put on q, k and v (4 taps in both; fla's
+    ``use_short_conv``), ``q = SiLU(conv(x W_q))`` and alike for k and v, a depthwise filter per channel without
+    bias (:class:`~tokenmix.mixers.shortconv.ShortConvolution`); decoding then also keeps the last ``conv_size - 1``
+    projected tokens. Off by default (None), as the recall sweep's files ran it; the layer as both papers build it
+    is ``conv_size=4``. It runs on the mechanism's own projections only.
     """
 
     transferred: ClassVar[tuple[str, ...]] = ("b_proj", "norm_weight")  # what tokenmix.linearize fits to a teacher
 
     def __init__(self, dim: int, *, num_heads: int, causal: bool, max_len: int | None, chunk_size: int,
-                 bias: bool) -> None:
+                 bias: bool, conv_size: int | None) -> None:
         super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len)
         if not is_positive_int(chunk_size):
             self._fail(f"chunk_size must be a positive int, got {chunk_size!r}")
         self._check_flag(bias, "bias")
+        if conv_size is not None and not is_positive_int(conv_size):
+            self._fail(f"conv_size must be a positive int (the short convolution's taps) or None, got {conv_size!r}")
+        if conv_size is not None and not self.has_projections:
+            self._fail(f"conv_size={conv_size}: the short convolution runs on the mechanism's own projections, not on "
+                       f"a host's Q, K, V (tokenmix.create_heads)")
         self.chunk_size = chunk_size
         if self.has_projections:
             self.q_proj, self.k_proj, self.v_proj = (nn.Linear(dim, dim, bias=bias) for _ in range(3))
+        self.short_conv = None if conv_size is None else ShortConvolution(3 * dim, conv_size, bias=False)
         self.b_proj = nn.Linear(dim, num_heads, bias=True)
         self.norm_weight = nn.Parameter(torch.ones(self.head_dim))
         self.proj = nn.Linear(dim, dim, bias=bias) if self.has_projections else None
@@ -80,14 +91,41 @@ class _DeltaRuleMixer(GatedHeadsMixer):
         o, _ = chunk_gated_delta_rule(*self._rule_inputs(q, k, v, hidden, mask), chunk_size=self.chunk_size)
         return self._heads_output(o, hidden)
 
+    def _convolved_heads(self, x: Tensor, mask: Tensor | None, conv: Tensor | None = None, *,
+                         reference: bool = False) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor | None]:
+        """q, k, v (B, H, N, D) of ``x`` through the projections and the short convolution (continuing its state
+        ``conv`` where given), and the convolution's state after ``x``."""
+        projected = torch.cat([p(x) for p in (self.q_proj, self.k_proj, self.v_proj)], dim=-1)
+        filtered, conv = self.short_conv(projected, mask, conv, reference=reference)
+        return tuple(split_heads(t, self.num_heads) for t in filtered.chunk(3, dim=-1)), conv
+
+    def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        if self.short_conv is None:
+            return super()._mix(x, mask)
+        heads, _ = self._convolved_heads(x, mask)
+        return self.proj(merge_heads(self.attend_heads(*heads, mask, hidden=x)))
+
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        o, _ = naive_recurrent_gated_delta_rule(*self._rule_inputs(*self._projected_heads(x), x, mask))
+        heads = self._projected_heads(x) if self.short_conv is None else \
+            self._convolved_heads(x, mask, reference=True)[0]
+        o, _ = naive_recurrent_gated_delta_rule(*self._rule_inputs(*heads, x, mask))
         return self.proj(self._heads_output(o, x).transpose(1, 2).reshape(*x.shape[:2], self.dim))
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         state_dtype = torch.float64 if dtype == torch.float64 else torch.float32  # the rule's own state dtype
-        return {"S": torch.zeros(batch_size, self.num_heads, self.head_dim, self.head_dim, dtype=state_dtype,
-                                 device=device)}
+        state = {"S": torch.zeros(batch_size, self.num_heads, self.head_dim, self.head_dim, dtype=state_dtype,
+                                  device=device)}
+        if self.short_conv is not None:  # the last conv_size - 1 projected tokens, q, k and v side by side
+            state["conv"] = torch.zeros(batch_size, self.short_conv.size - 1, 3 * self.dim, device=device,
+                                        dtype=dtype)
+        return state
+
+    def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        if self.short_conv is None:
+            return super()._prefill(x, state)
+        heads, conv = self._convolved_heads(x, None, state["conv"])
+        out, rule_state = self.prefill_heads(*heads, {"S": state["S"]}, hidden=x)
+        return self.proj(merge_heads(out)), {**rule_state, "conv": conv}
 
     def _continue(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor],
                   hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
@@ -119,11 +157,13 @@ class DeltaNet(_DeltaRuleMixer):
     Options:
         chunk_size: tokens per chunk of the chunked form (speed only; the outputs are the same).
         bias: biases of the q, k, v and output projections (the beta projection always has one).
+        conv_size: taps of the short convolution on q, k and v (the paper's layer: 4), or None (default): none.
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = True, max_len: int | None = None,
-                 chunk_size: int = 64, bias: bool = False) -> None:
-        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, chunk_size=chunk_size, bias=bias)
+                 chunk_size: int = 64, bias: bool = False, conv_size: int | None = None) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, chunk_size=chunk_size, bias=bias,
+                         conv_size=conv_size)
 
 
 @register_mixer(
@@ -146,11 +186,13 @@ class GatedDeltaNet(_DeltaRuleMixer):
     Options:
         chunk_size: tokens per chunk of the chunked form (speed only).
         bias: biases of the q, k, v, gate and output projections.
+        conv_size: taps of the short convolution on q, k and v (the paper's layer: 4), or None (default): none.
     """
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = True, max_len: int | None = None,
-                 chunk_size: int = 64, bias: bool = False) -> None:
-        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, chunk_size=chunk_size, bias=bias)
+                 chunk_size: int = 64, bias: bool = False, conv_size: int | None = None) -> None:
+        super().__init__(dim, num_heads=num_heads, causal=causal, max_len=max_len, chunk_size=chunk_size, bias=bias,
+                         conv_size=conv_size)
         self.a_proj = nn.Linear(dim, num_heads, bias=False)
         self.g_proj = nn.Linear(dim, dim, bias=bias)
         self.A_log = nn.Parameter(torch.empty(num_heads).uniform_(0, 16).clamp_(min=1e-4).log())

@@ -14,6 +14,7 @@ from ..registry import building_projections, register_mixer
 from ..validate import is_positive_int
 from .base import merge_heads, rms_norm, split_heads
 from .heads import GatedHeadsMixer
+from .shortconv import ShortConvolution
 
 __all__ = ["Mamba2"]
 
@@ -29,7 +30,7 @@ __all__ = ["Mamba2"]
     recurrent=True,
 )
 class Mamba2(GatedHeadsMixer):
-    """The Mamba-2 layer without its short convolution (Dao & Gu 2024 §7): one input projection gives ``z``,
+    """The Mamba-2 layer (Dao & Gu 2024 §7), by default without its short convolution: one input projection gives ``z``,
     ``x`` (``expand * dim`` wide, split into ``num_heads`` heads of ``P``), ``B`` and ``C`` (``state_size``
     each, shared by the heads) and ``dt`` (one per head); then per head the selective state-space recurrence
 
@@ -39,8 +40,11 @@ class Mamba2(GatedHeadsMixer):
     ``y`` gated and normalised, ``RMSNorm(y * SiLU(z))``, then the output projection. The recurrence is
     scalar-gated linear attention with ``q = C``, ``k = B``, ``v = dt x`` and no scaling, trained in its chunked
     (dual) form. Initialisation as the paper's code: ``A`` from U(1, 16), ``dt`` log-uniform in [0.001, 0.1]
-    (``dt_bias`` its inverse softplus), ``D = 1``. Not here: the depthwise convolution over x, B, C before the
-    recurrence (BaseConv is a mechanism of its own in tokenmix).
+    (``dt_bias`` its inverse softplus), ``D = 1``. ``conv_size`` adds the layer's depthwise causal convolution over
+    x, B and C before the recurrence, ``x, B, C = SiLU(conv(x W_xBC))`` (4 taps with a bias in the paper's code,
+    :class:`~tokenmix.mixers.shortconv.ShortConvolution`); decoding then also keeps the last ``conv_size - 1``
+    projected tokens. Off by default (None), as the recall sweep's files ran it; the paper's layer is
+    ``conv_size=4``. It runs on the mechanism's own projections only.
 
     On a host's Q, K, V (:func:`tokenmix.create_heads`): ``C``, ``B`` and ``x`` are the host's queries, keys and
     values, each head with its own ``B`` and ``C`` (the multi-head pattern of §7.2, the one attention has), so the
@@ -51,16 +55,24 @@ class Mamba2(GatedHeadsMixer):
         state_size: the state's size per head, N (64 in the paper; the host's head width on a host's Q, K, V).
         expand: the inner width over ``dim`` (2 in the paper; 1 on a host's Q, K, V).
         chunk_size: tokens per chunk of the chunked form (speed only).
+        conv_size: taps of the short convolution over x, B and C (the paper's layer: 4), or None (default): none.
     """
 
     transferred = ("gate_proj", "A_log", "dt_bias", "D", "norm_weight")  # fitted by tokenmix.linearize
 
     def __init__(self, dim: int, *, num_heads: int = 1, causal: bool = True, max_len: int | None = None,
-                 state_size: int | None = None, expand: int | None = None, chunk_size: int = 64) -> None:
+                 state_size: int | None = None, expand: int | None = None, chunk_size: int = 64,
+                 conv_size: int | None = None) -> None:
         own = building_projections()
         if not own and (state_size is not None or expand is not None):
             raise ValueError("mamba2: on a host's Q, K, V the state size is the host's head width and expand is 1: "
                              "state_size and expand do not apply")
+        if conv_size is not None and not is_positive_int(conv_size):
+            raise ValueError(f"mamba2: conv_size must be a positive int (the short convolution's taps) or None, got "
+                             f"{conv_size!r}")
+        if conv_size is not None and not own:
+            raise ValueError(f"mamba2: conv_size={conv_size}: the short convolution runs on the mechanism's own "
+                             f"projections, not on a host's Q, K, V (tokenmix.create_heads)")
         state_size = (64 if own else dim // num_heads if _divides(num_heads, dim) else 1) if state_size is None \
             else state_size
         expand = (2 if own else 1) if expand is None else expand
@@ -81,6 +93,7 @@ class Mamba2(GatedHeadsMixer):
         self.norm_weight = nn.Parameter(torch.ones(inner))
         if self.has_projections:
             self.out_proj = nn.Linear(inner, dim, bias=False)
+        self.short_conv = None if conv_size is None else ShortConvolution(inner + 2 * state_size, conv_size, bias=True)
 
     def parameter_roles(self) -> dict[str, str]:
         # the paper's own draws and starting values, not a model-wide initialisation; the norm's gain at one
@@ -91,15 +104,26 @@ class Mamba2(GatedHeadsMixer):
         inner, s = self.inner_dim, self.state_size
         return slice(inner, 2 * inner + 2 * s), slice(0, inner), slice(2 * inner + 2 * s, None)
 
-    def _projected_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """C, B (shared by the heads, (B, H, N, S)) and x (B, H, N, P) by ``in_proj``."""
+    def _projected_heads(self, x: Tensor, mask: Tensor | None = None, conv: Tensor | None = None, *,
+                         reference: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """C, B (shared by the heads, (B, H, N, S)) and x (B, H, N, P) by ``in_proj``, through the short
+        convolution where there is one (continuing its state ``conv`` where given: :meth:`_convolved_heads`)."""
+        return self._convolved_heads(x, mask, conv, reference=reference)[0]
+
+    def _convolved_heads(self, x: Tensor, mask: Tensor | None, conv: Tensor | None = None, *,
+                         reference: bool = False) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor | None]:
+        """:meth:`_projected_heads`, and the short convolution's state after ``x`` (None without one, or
+        without ``conv``)."""
         if not self.has_projections:
             super()._projected_heads(x)  # refuses, naming what to call instead
         b, n, _ = x.shape
-        xs, bs, cs = F.linear(x, self.in_proj.weight[self._rows()[0]]).split(
-            [self.inner_dim, self.state_size, self.state_size], dim=-1)
+        xbc = F.linear(x, self.in_proj.weight[self._rows()[0]])
+        if self.short_conv is not None:
+            xbc, conv = self.short_conv(xbc, mask, conv, reference=reference)
+            xbc = F.silu(xbc)
+        xs, bs, cs = xbc.split([self.inner_dim, self.state_size, self.state_size], dim=-1)
         shared = (b, self.num_heads, n, self.state_size)
-        return cs[:, None].expand(shared), bs[:, None].expand(shared), split_heads(xs, self.num_heads)
+        return (cs[:, None].expand(shared), bs[:, None].expand(shared), split_heads(xs, self.num_heads)), conv
 
     def _z_dt(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The output gate z (B, N, inner) and dt_raw (B, N, H) from the hidden states."""
@@ -127,7 +151,7 @@ class Mamba2(GatedHeadsMixer):
         return split_heads(rms_norm(y * F.silu(z), self.norm_weight), self.num_heads)
 
     def _mix(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        return self.out_proj(merge_heads(self.attend_heads(*self._projected_heads(x), mask, hidden=x)))
+        return self.out_proj(merge_heads(self.attend_heads(*self._projected_heads(x, mask), mask, hidden=x)))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, hidden: Tensor) -> Tensor:
         q, k, v, decay, heads, z = self._rule_inputs(q, k, v, hidden, mask)
@@ -135,14 +159,18 @@ class Mamba2(GatedHeadsMixer):
         return self._heads_output(y, heads, z)
 
     def _mix_reference(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        q, k, v, decay, heads, z = self._rule_inputs(*self._projected_heads(x), x, mask)
+        q, k, v, decay, heads, z = self._rule_inputs(*self._projected_heads(x, mask, reference=True), x, mask)
         y, _ = naive_recurrent_gla(q, k, v, decay[..., None].expand(*k.shape), scale=1.0)
         return self.out_proj(merge_heads(self._heads_output(y, heads, z)))
 
     def _init_state(self, batch_size: int, device: torch.device | None, dtype: torch.dtype) -> dict[str, Tensor]:
         state_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-        return {"S": torch.zeros(batch_size, self.num_heads, self.state_size, self.head_dim, dtype=state_dtype,
-                                 device=device)}
+        state = {"S": torch.zeros(batch_size, self.num_heads, self.state_size, self.head_dim, dtype=state_dtype,
+                                  device=device)}
+        if self.short_conv is not None:  # the last conv_size - 1 projected tokens (x, B and C)
+            state["conv"] = torch.zeros(batch_size, self.short_conv.size - 1, self.inner_dim + 2 * self.state_size,
+                                        device=device, dtype=dtype)
+        return state
 
     def _continue(self, q: Tensor, k: Tensor, v: Tensor, state: dict[str, Tensor],
                   hidden: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
@@ -156,8 +184,9 @@ class Mamba2(GatedHeadsMixer):
         return self._heads_output(y, heads, z), {"S": s}
 
     def _prefill(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        out, state = self.prefill_heads(*self._projected_heads(x), state, hidden=x)
-        return self.out_proj(merge_heads(out)), state
+        heads, conv = self._convolved_heads(x, None, state.get("conv"))
+        out, rule_state = self.prefill_heads(*heads, {"S": state["S"]}, hidden=x)
+        return self.out_proj(merge_heads(out)), rule_state if conv is None else {**rule_state, "conv": conv}
 
 
 def _divides(heads: int, dim: int) -> bool:

@@ -11,7 +11,7 @@ import re
 import statistics
 from pathlib import Path
 
-from tokenmix.training.recallsweep import CELLS, CONV_FILE, WINDOW_FILE
+from tokenmix.training.recallsweep import CELLS, CONV_FILE, SHORTCONV_FILE, SHORTCONV_SIZE, WINDOW_FILE
 
 from .tables import table
 
@@ -24,14 +24,15 @@ _LABEL = re.compile(r"^(?P<mechanism>.+)-d(?P<width>[0-9]+)$")
 _WINDOWED = re.compile(r"-w[0-9]+$")  # the window file's labels: window_linear-w<window>-d<width>
 _LONG_FILTER = "baseconv-long"  # the long-convolution file's own labels: baseconv-long-d<width>
 _LONG = re.compile(rf"^{_LONG_FILTER}$")
+_SHORT_CONV = re.compile(rf"-conv{SHORTCONV_SIZE}$")  # the short-convolution file's labels: <layer>-conv4-d<width>
 # the files added beside the sweep at STATE_LENGTH tokens, each with the labels it adds (the rest are reused rows)
-_ADDED = ((WINDOW_FILE, _WINDOWED), (CONV_FILE, _LONG))
+_ADDED = ((WINDOW_FILE, _WINDOWED), (CONV_FILE, _LONG), (SHORTCONV_FILE, _SHORT_CONV))
 
 
 def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
     """(length, mechanism, width) -> the test accuracies of its seeds, from ``002-zoology-mqar-<N>.csv`` and the
-    labels the window and long-convolution files add (their other labels are the 64-token file's runs, not counted
-    twice)."""
+    labels the files added beside it (window, long and short convolution) add (their other labels are the 64-token
+    file's runs, not counted twice)."""
     from tokenmix.training.results import read_csv
 
     values: dict[tuple[int, str, int], list[float]] = {}
