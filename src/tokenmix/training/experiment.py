@@ -74,8 +74,8 @@ from .schema import (BASELINE, DEFAULT_PLOTS, HARNESS_ROUNDS, NOT_RUN_KEYS, RUN_
 __all__ = ["Experiment", "RunSpec", "load_experiment", "skip_reason", "DEFAULT_EXPERIMENT"]
 
 # The main job: which mechanism keeps recall (multi-query associative recall, generated: nothing to download);
-# softmax attention solves it, the point-wise "mlp" baseline stays at chance. experiments/mqar.toml is this, as a
-# file.
+# softmax attention solves it, and DeltaNet with its short convolution in a fixed state; the point-wise "mlp"
+# baseline stays at chance. experiments/mqar.toml is this, as a file.
 DEFAULT_EXPERIMENT: dict[str, Any] = {
     "name": "mqar",
     "description": "Which mechanism keeps recall: six mechanisms on multi-query associative recall (64 tokens, 8 "
@@ -86,7 +86,8 @@ DEFAULT_EXPERIMENT: dict[str, Any] = {
     "train": {"preset": "quick", "max_steps": 800, "batch_size": 64, "lr": 3e-3, "eval_every": 200,
               "patience": None},
     "report": {"plots": ["metric_vs_state", "metric_vs_time"], "baseline": True},
-    "mixers": ["softmax", "linear", "cosformer", "relation", "average", "mlp"],
+    "mixers": ["softmax", "linear", "cosformer", "relation",
+               {"label": "deltanet-conv4", "name": "deltanet", "options": {"conv_size": 4}}, "mlp"],
 }
 
 
