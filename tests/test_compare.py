@@ -82,7 +82,7 @@ def test_edited_copies_width_depth_and_a_mixer_twice(tmp_path, capsys):
     wider = tmp_path / "wider.toml"
     wider.write_text(text.replace("dim = 64", "dim = 96").replace("depth = 2", "depth = 4"))
     twice = tmp_path / "twice.toml"
-    twice.write_text(re.sub(r"^mixers = .*$", "", text, flags=re.MULTILINE) + """
+    twice.write_text(re.sub(r"^mixers = \[[^\]]*\][^\n]*$", "", text, flags=re.MULTILINE) + """
 [[mixers]]
 label = "softmax-1h"
 name = "softmax"
@@ -108,7 +108,7 @@ options = { bias = true }
 
 
 def test_a_mixer_option_of_none_reads_as_none_in_a_table_or_inline(tmp_path):
-    text = re.sub(r"^mixers = .*$", "", DEFAULT_FILE.read_text(), flags=re.MULTILINE) + """
+    text = re.sub(r"^mixers = \[[^\]]*\][^\n]*$", "", DEFAULT_FILE.read_text(), flags=re.MULTILINE) + """
 [[mixers]]
 label = "long-table"
 name = "baseconv"
@@ -129,9 +129,10 @@ name = "baseconv:kernel_size=none"
 
 @pytest.mark.parametrize(("sets", "message"), [
     (["train.lrr=1"], "unknown key(s) ['lrr'] in [train]"),
-    (["model.bogus=1"], "no model option(s) ['bogus']"),
+    (["mixers=['softmax']", "model.bogus=1"], "no model option(s) ['bogus']"),
     (["train.lr='fast'"], "lr must be a finite float"),
-    (["mixers=['extractor_we']"], "mixer 'extractor_we' (entry 'extractor_we') is causal only"),
+    (["mixers=['extractor_we']"], "mixer 'extractor_we' (entry 'extractor_we') is causal only; this task needs a "
+                                  "bidirectional mixer; choose the mixers for this task (--mixers"),
     (["mixers=['pvt']"], "is spatial"),
     (["mixers=['softmax:no_such=1']"], "has no option(s) ['no_such']"),
     (["mixers=['softmax', 'softmax']"], "labels must be unique"),

@@ -195,7 +195,8 @@ class Experiment:
             for name in entry.names:
                 reason = skip_reason(name, task_kind)
                 if reason is not None:
-                    fail(f"mixer {name!r} (entry {entry.label!r}) {reason}")
+                    fail(f"mixer {name!r} (entry {entry.label!r}) {reason}; choose the mixers for this task "
+                         f"(--mixers, or mixers = [...] in the file; --mixers all: every one that can run it)")
 
     def runs(self, task_kind: str) -> list[RunSpec]:
         """Every entry x seed, in file order (seed-major within an entry)."""
