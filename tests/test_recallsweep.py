@@ -14,6 +14,22 @@ from tokenmix.training.recallsweep import (CELLS, CONV_FILE, CONV_WIDTHS, REACH,
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
+def _reuses_the_64_token_runs(name, claims):
+    """The added file ``name``: its claims compare its labels, it has the 64-token file's task, training and seeds,
+    and every label the 64-token file has is trained exactly as there (so its rows are reused, not retrained).
+    Returns the file and those shared labels."""
+    experiment = load_experiment(EXPERIMENTS / f"{name}.toml")
+    labels = {entry.label for entry in experiment.mixers}
+    assert all(claim["a"] in labels and claim["b"] in labels for claim in claims)
+    base = load_experiment(EXPERIMENTS / "002-zoology-mqar-64.toml")
+    assert (experiment.task, experiment.train, experiment.seeds) == (base.task, base.train, base.seeds)
+    same = {e.label: e for e in base.mixers}
+    for entry in experiment.mixers:
+        if entry.label in same:
+            assert entry == same[entry.label]
+    return experiment, same
+
+
 @pytest.mark.parametrize("length", list(CELLS))
 def test_the_committed_file_is_what_the_plan_writes(length):
     assert (EXPERIMENTS / f"002-zoology-mqar-{length}.toml").read_text() == file_text(length)
@@ -54,16 +70,9 @@ def test_window_reach_counts_the_queries_whose_value_the_window_holds():
 
 def test_the_long_convolution_file_is_what_the_plan_writes_and_shares_the_64_token_runs():
     assert (EXPERIMENTS / f"{CONV_FILE}.toml").read_text() == conv_file_text()
-    experiment = load_experiment(EXPERIMENTS / f"{CONV_FILE}.toml")
-    labels = {entry.label for entry in experiment.mixers}
-    assert all(claim["a"] in labels and claim["b"] in labels for claim in conv_claims())
-    base = load_experiment(EXPERIMENTS / "002-zoology-mqar-64.toml")
-    assert (experiment.task, experiment.train, experiment.seeds) == (base.task, base.train, base.seeds)
     # softmax and the short filter exactly as the 64-token file trains them (so its rows are reused, not retrained)
-    same = {e.label: e for e in base.mixers}
-    for entry in experiment.mixers:
-        if entry.label in same:
-            assert entry == same[entry.label]
+    experiment, same = _reuses_the_64_token_runs(CONV_FILE, conv_claims())
+    assert {"softmax-d64", "baseconv-d64"} <= {e.label for e in experiment.mixers} & set(same)
     assert {e.label: (e.options, e.model["dim"]) for e in experiment.mixers if e.label not in same} == {
         f"baseconv-long-d{w}": ({"kernel_size": None}, w) for w in CONV_WIDTHS}
     # the short filter's reach quoted in the first claim's source: 2 layers of 3 taps see 4 tokens back
@@ -73,17 +82,10 @@ def test_the_long_convolution_file_is_what_the_plan_writes_and_shares_the_64_tok
 
 def test_the_short_convolution_file_is_what_the_plan_writes_and_shares_the_64_token_runs():
     assert (EXPERIMENTS / f"{SHORTCONV_FILE}.toml").read_text() == shortconv_file_text()
-    experiment = load_experiment(EXPERIMENTS / f"{SHORTCONV_FILE}.toml")
-    labels = {entry.label for entry in experiment.mixers}
-    assert all(claim["a"] in labels and claim["b"] in labels for claim in shortconv_claims())
-    base = load_experiment(EXPERIMENTS / "002-zoology-mqar-64.toml")
-    assert (experiment.task, experiment.train, experiment.seeds) == (base.task, base.train, base.seeds)
     # the bare layers, linear and softmax attention exactly as the 64-token file trains them (their rows reused)
-    same = {e.label: e for e in base.mixers}
+    experiment, same = _reuses_the_64_token_runs(SHORTCONV_FILE, shortconv_claims())
+    labels = {e.label for e in experiment.mixers}
     assert {"softmax-d64", "linear-d64", *(f"{m}-d64" for m in SHORTCONV_MECHANISMS)} <= labels & set(same)
-    for entry in experiment.mixers:
-        if entry.label in same:
-            assert entry == same[entry.label]
     assert {e.label: (e.mixer, e.options, e.model["dim"]) for e in experiment.mixers if e.label not in same} == {
         f"{m}-conv{SHORTCONV_SIZE}-d64": (m, {"conv_size": SHORTCONV_SIZE}, 64) for m in SHORTCONV_MECHANISMS}
     # each layer with and without its filter is a claim, and the file's family leaves room at 8 v 8 seeds
