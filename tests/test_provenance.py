@@ -312,6 +312,67 @@ def test_rows_of_code_that_gives_other_results_are_stale_replaced_and_not_pooled
     assert record.rows()[("relation", 1)]["code"] == code_version() and not_pooled(study, docs)[0] == {}
 
 
+def test_a_label_whose_own_rerun_reproduced_keeps_its_rows_of_stale_code(recorded, tmp_path, watch_training):
+    """A code change that alters one mechanism's arithmetic condemns that mechanism's rows of the old code, not
+    those of a label whose own rerun under the new code reproduced a whole run bitwise."""
+    docs = copy_docs(recorded, tmp_path)
+    experiment, record = recorded[1], ResultsDir(docs, recorded[1].name)
+    header, rows = read_csv(record.csv)
+    old = [{**r, "code": "0123456789ab"} for r in rows]  # every row "from older code"; relation's seed 0 differs
+    old[0]["value"] = "0.123"
+    write_csv(record.csv, header, old)
+    added = verify(experiment, docs, 1, tmp_path / "verify", progress=False)
+    assert [(r["label"], r["reproduced"]) for r in added] == [("relation", "false"), ("mlp", "true")]
+    assert list(record.stale_codes()) == ["0123456789ab"]
+    now = record.rows()
+    assert "gives other results" in record.stale_because("0123456789ab", "relation")
+    assert record.stale_because("0123456789ab", "mlp") is None  # cleared by its own rerun
+    assert "gives other results" in record.stale_because("0123456789ab")  # no label: the code-wide rule
+    assert now[("mlp", 1)]["code"] == "0123456789ab"  # kept under its own code
+    # twins: a label here is cleared by this record's ledger too
+    mlp1 = now[("mlp", 1)]["config_hash"]
+    assert record.twins({mlp1: "mlp"})[mlp1].seed == 1 and record.twins({mlp1: "relation"}) == {}
+    assert record.twins([mlp1]) == {}
+    from tokenmix.report.document import not_pooled
+    from tokenmix.report.sections import Study
+
+    excluded, summary = not_pooled(Study(file="x.toml", experiment=experiment, paper=None, claims=[]), docs)
+    assert list(excluded) == [("relation", 1)]
+    from tokenmix.report.notes import provenance_note
+
+    found = type("Found", (), {"provenance": summary})()
+    line = next(x for x in provenance_note(found) if x.startswith("| 0123456789ab "))
+    assert "**1 differ**" in line and "the rows of mlp stand (their own reruns reproduced)" in line
+    trained = watch_training()
+    compare(experiment, tmp_path / "again", isolate=False, progress=False, results_dir=docs)
+    assert trained == [("relation", 1)]
+
+
+def test_a_label_is_cleared_only_under_the_code_that_found_the_others_stale(recorded, tmp_path):
+    """A rerun that reproduced under one newer code says nothing about another newer code that changed more."""
+    docs = copy_docs(recorded, tmp_path)
+    record = ResultsDir(docs, recorded[1].name)
+    line = {"config_hash": "h", "row_code": "old", "rerun_commit": "c", "rerun_clean": "true", "torch": "t",
+            "threads": "1", "cpu": "x", "date": "d", "row_numerics": "p", "row_host": "h", "numerics": "p",
+            "host": "h"}
+
+    def ledger(*reruns):
+        lines = [{**line, "label": label, "seed": seed, "rerun_code": code, "reproduced": ok,
+                  "difference": "" if ok == "true" else "value 1 -> 2", "cause": "" if ok == "true" else "code"}
+                 for label, seed, code, ok in reruns]
+        from tokenmix.training.results import VERIFY_COLUMNS
+
+        write_csv(record.verify, VERIFY_COLUMNS, lines)
+
+    ledger(("a", 0, "y", "true"), ("b", 0, "z", "false"))
+    assert "no rerun of a under code z" in record.stale_because("old", "a")
+    assert record.stale_because("old", "c") is not None and record.stale_because("new", "a") is None
+    ledger(("a", 0, "y", "true"), ("b", 0, "z", "false"), ("a", 1, "z", "true"))
+    assert record.stale_because("old", "a") is None and "b seed 0" in record.stale_because("old", "b")
+    ledger(("a", 0, "z", "true"), ("a", 1, "z", "false"))  # its own rerun differed on another seed: stale
+    assert "a seed 1" in record.stale_because("old", "a")
+
+
 def _save_many(folder: str, writer: int, count: int) -> None:
     record = ResultsDir(folder, "many")
     for i in range(count):

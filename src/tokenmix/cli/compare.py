@@ -57,8 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "in DIR's repository after each run")
     cp.add_argument("--verify", type=int, metavar="K", help="with --results: rerun K recorded rows per label "
                     "(the code versions of its rows in turn, smallest seed first) into --out (default "
-                    "runs/<name>-verify) and say which reproduce exactly; rows of code that does not are stale "
-                    "(left out of the report, trained again by compare --results); ledger DIR/<name>-verify.csv")
+                    "runs/<name>-verify) and say which reproduce exactly; rows of code that does not are stale, "
+                    "but for labels whose own rerun reproduced (left out of the report, trained again by compare "
+                    "--results); ledger DIR/<name>-verify.csv")
     cp.add_argument("--verify-per", choices=["label", "code"], default="label", help="with --verify K: K rows per "
                     "label (default), or K rows of each code version that no rerun has checked yet (labels in turn, "
                     "smallest seed first): the fewest reruns that reach every unchecked code")

@@ -87,8 +87,10 @@ def provenance_note(found: ExperimentData) -> list[str]:
             under = (f", {same_code} of them under the same code: not deterministic here (the host or the run), "
                      f"the rows are kept") if same_code else ""
             why = {"code or host": "; code or host: rows kept", "host": "; host: rows kept"}.get(v.get("cause", ""), "")
+            cleared = (f"; the rows of {', '.join(g['cleared'])} stand (their own reruns reproduced)"
+                       if g.get("cleared") else "")
             verified.append(f"**{len(g['differs'])} differ**{under} ({v['label']} seed {v['seed']}: "
-                            f"{v['difference']}{why})")
+                            f"{v['difference']}{why}){cleared}")
         commits = sorted(g["commits"])
         lines.append(f"| {g['code'] or '(none)'} | {g['rows']} | "
                      f"{', '.join(commits[:3]) + (f' +{len(commits) - 3}' if len(commits) > 3 else '') or '-'} | "

@@ -212,6 +212,12 @@ def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, An
 
 
 # -- a results folder ------------------------------------------------------------------------------------
+def _stale_text(v: dict[str, str]) -> str:
+    """Why rows are stale, from the ``--verify`` ledger line of the rerun that did not reproduce one."""
+    return (f"its code {v['row_code'] or '(unknown)'} gives other results than code {v['rerun_code']} (commit "
+            f"{v['rerun_commit'] or '?'}): {v['label']} seed {v['seed']} rerun {v['date']} gave {v['difference']}")
+
+
 @dataclass(frozen=True)
 class Twin:
     """A recorded run of ``experiment`` (as ``label``, ``seed``) with a given config_hash: its row and
@@ -258,24 +264,50 @@ class ResultsDir:
                                             VERIFY_COLUMNS, {"seed": int})]
 
     def stale_codes(self) -> dict[str, str]:
-        """code -> why rows of that code are stale: a rerun of one of its rows under other code and the same
+        """code -> why rows of that code can be stale: a rerun of one of its rows under other code and the same
         numerics (cause "code"; a ledger line from before causes were recorded counts as one) did not reproduce it.
         A rerun whose numerics differed too (cause "code or host") cannot blame the code and keeps the rows, as
         ``--verify`` says when it finds it; reruns under the same code that differ show nondeterminism or the
-        host, not staleness, and are left to :meth:`provenance_summary`."""
-        out: dict[str, str] = {}
-        for v in self.verifications():
+        host, not staleness, and are left to :meth:`provenance_summary`. Which of the code's rows are stale is
+        :meth:`stale_because`'s: a label whose own rerun reproduced under the newer code keeps its rows."""
+        return {code: _stale_text(failures[-1]) for code, failures in self._code_failures().items()}
+
+    def _code_failures(self, ledger: list[dict[str, str]] | None = None) -> dict[str, list[dict[str, str]]]:
+        """code -> the ledger's reruns under other code and the same numerics that did not reproduce its rows."""
+        out: dict[str, list[dict[str, str]]] = {}
+        for v in self.verifications() if ledger is None else ledger:
             if (v["reproduced"] == "false" and v["row_code"] != v["rerun_code"]
                     and v.get("cause", "") in ("", "code")):
-                out[v["row_code"]] = (f"its code {v['row_code'] or '(unknown)'} gives other results than code "
-                                      f"{v['rerun_code']} (commit {v['rerun_commit'] or '?'}): {v['label']} seed "
-                                      f"{v['seed']} rerun {v['date']} gave {v['difference']}")
+                out.setdefault(v["row_code"], []).append(v)
         return out
+
+    def stale_because(self, code: str, label: str | None = None) -> str | None:
+        """Why the rows of ``label`` recorded under ``code`` are stale, or None when they are not. They are when a
+        rerun of a row of that code under newer code did not reproduce it (:meth:`stale_codes`), unless, for each
+        such newer code, a rerun of ``label``'s own row of ``code`` under it reproduced exactly: a code change that
+        alters one mechanism's computation (a regrouped projection) leaves a label it provably does not touch --
+        every column and evaluation of a whole run bitwise equal -- with its rows. ``label=None``: every row of
+        ``code`` (the code-wide rule, for a row whose label is not known here)."""
+        ledger = self.verifications()
+        failures = self._code_failures(ledger).get(code)
+        if not failures:
+            return None
+        own = [v for v in failures if v["label"] == label]
+        if label is None or own:
+            return _stale_text((own or failures)[-1])
+        cleared = {v["rerun_code"] for v in ledger
+                   if v["row_code"] == code and v["label"] == label and v["reproduced"] == "true"}
+        uncleared = [v for v in failures if v["rerun_code"] not in cleared]
+        if not uncleared:
+            return None
+        v = uncleared[-1]
+        return f"{_stale_text(v)}; no rerun of {label} under code {v['rerun_code']} reproduced its row"
 
     def provenance_summary(self) -> list[dict[str, Any]]:
         """Per code version of the recorded rows, in order of first appearance: its rows, commits, torch
         versions, threads and CPUs, and what ``--verify`` found (reruns that reproduced it, and under which code;
-        reruns that did not)."""
+        reruns that did not; ``cleared``: the labels whose rows stand although the code is stale,
+        :meth:`stale_because`)."""
         groups: dict[str, dict[str, Any]] = {}
         for row in self.rows().values():
             code = row.get("code", "")
@@ -290,6 +322,10 @@ class ResultsDir:
         for v in self.verifications():
             if v["row_code"] in groups:
                 groups[v["row_code"]]["reproduced" if v["reproduced"] == "true" else "differs"].append(v)
+        stale = self.stale_codes()
+        for code, g in groups.items():
+            g["cleared"] = sorted(label for label in g["labels"]
+                                  if code in stale and self.stale_because(code, label) is None)
         return list(groups.values())
 
     def rows(self) -> dict[tuple[str, int], dict[str, str]]:
@@ -327,7 +363,7 @@ class ResultsDir:
         recorded = row.get(HASH_COLUMN) or ""
         current = config_hash(config)
         if recorded == current:
-            return self.stale_codes().get(row.get("code", ""))
+            return self.stale_because(row.get("code", ""), row.get("label"))
         if not recorded:
             return "the row has no config_hash (written before hashes were recorded)"
         old = self.known_configs().get(recorded)
@@ -339,20 +375,22 @@ class ResultsDir:
         return [ResultsDir(self.directory, configs.name[:-len("-configs.json")])
                 for configs in sorted(self.directory.glob("*-configs.json"))]
 
-    def twins(self, digests: Iterable[str]) -> dict[str, Twin]:
+    def twins(self, digests: Iterable[str] | dict[str, str]) -> dict[str, Twin]:
         """Per config_hash of ``digests``: a recorded run with that hash in any experiment's record in this
-        folder (the first by file name; this experiment's own rows included), unless --verify found its code
-        stale there or here, or its evaluations are missing (:meth:`torn`). A record that cannot be read is named
-        and skipped."""
-        wanted, found, stale_here = set(digests), {}, self.stale_codes()
+        folder (the first by file name; this experiment's own rows included), unless --verify found its rows
+        stale there (:meth:`stale_because`, by its label there) or here (by its label here: ``digests`` as a dict
+        config_hash -> label; the code-wide rule when only hashes are given), or its evaluations are missing
+        (:meth:`torn`). A record that cannot be read is named and skipped."""
+        labels_here = dict(digests) if isinstance(digests, dict) else dict.fromkeys(digests)
+        wanted, found = set(labels_here), {}
         for other in self.records():
             if not wanted - found.keys():
                 break
             try:
-                rows, stale = other.rows(), other.stale_codes().keys() | stale_here.keys()
-                left = wanted - found.keys()
-                matches = [(key, row) for key, row in rows.items()
-                           if row.get(HASH_COLUMN) in left and row.get("code", "") not in stale]
+                rows, left = other.rows(), wanted - found.keys()
+                matches = [(key, row) for key, row in rows.items() if row.get(HASH_COLUMN) in left
+                           and other.stale_because(row.get("code", ""), key[0]) is None
+                           and self.stale_because(row.get("code", ""), labels_here[row[HASH_COLUMN]]) is None]
                 histories = other.histories() if matches else {}
                 matches = [(key, row) for key, row in matches if key in histories]  # a torn row stands for no run
             except ResultsError as error:

@@ -344,7 +344,8 @@ def recorded_twins(record: ResultsDir, experiment: Experiment, planned: list[Pla
     configs = {p.spec.key: run_config(experiment, p.spec, threads) for p in planned
                if experiment.train_config(p.spec).target is None}
     digests = {key: config_hash(config) for key, config in configs.items()}
-    twins = record.twins(digests.values()) if digests else {}
+    labels = {p.spec.key: p.spec.label for p in planned}
+    twins = record.twins({digest: labels[key] for key, digest in digests.items()}) if digests else {}
     return {key: (configs[key], twins[digest]) for key, digest in digests.items() if digest in twins}
 
 

@@ -20,10 +20,12 @@ row, the host's own kernels for an unpinned one. Each differing rerun names its 
 the row and the rerun record: **code** (other code, the same numerics: a pinned level, or unpinned on the same
 host), **host** (the same code, other numerics: another host's or another level's kernels), **code or host** (both
 changed: a rerun cannot tell them apart; an unpinned row recorded before hosts were is always of an unknown host),
-or **neither** (same code, same numerics: not deterministic). Only **code** makes every row of that code stale
-(:meth:`~tokenmix.training.results.ResultsDir.stale_codes`): ``tokenmix report`` lists them and leaves them out of
-every mean and test, ``tokenmix compare --results`` trains them again, and the differing rerun, a run of the
-current code with the same config and numerics, replaces its row at once. The other causes keep the rows.
+or **neither** (same code, same numerics: not deterministic). Only **code** makes rows of that code stale
+(:meth:`~tokenmix.training.results.ResultsDir.stale_because`): every row of that code except those of a label whose
+own rerun under the newer code reproduced exactly (a whole run bitwise equal shows the change does not touch that
+label's computation). ``tokenmix report`` lists the stale rows and leaves them out of every mean and test,
+``tokenmix compare --results`` trains them again, and the differing rerun, a run of the current code with the same
+config and numerics, replaces its row at once. The other causes keep the rows.
 """
 
 from __future__ import annotations
@@ -237,8 +239,9 @@ def verify_table(records: list[dict[str, Any]]) -> str:
                     f"{r['difference']}; rows kept")
         else:
             what = (f"DIFFERS under other code, same numerics: {r['difference']}; rows of code "
-                    f"{r['row_code'] or '(unknown)'} are stale (this rerun replaced its row; compare --results "
-                    f"trains the others again)")
+                    f"{r['row_code'] or '(unknown)'} are stale, except those of labels whose own rerun under code "
+                    f"{r['rerun_code']} reproduced (this rerun replaced its row; compare --results trains the "
+                    f"others again)")
         lines.append(f"  {r['label']} seed {r['seed']} (code {r['row_code'] or '?'} -> {r['rerun_code']}): {what}")
     same = sum(r["reproduced"] == "true" for r in records)
     return "\n".join([f"verified {len(records)} rows: {same} reproduced exactly, {len(records) - same} differ"]
