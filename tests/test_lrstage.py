@@ -150,6 +150,14 @@ def test_the_reading_places_each_label_at_the_lowest_level_it_does_not_beat():
     assert "softmax (0.990, 65,536 bytes)" in text and "from lin (0.150, 16,912 bytes) down to rel" in text
     assert "Chance (1/V): 0.008; no better than 1.5 times it: rel." in text
     assert "Copy (1/P): 0.125; no better than 1.5 times it: lin." in text
+    assert "recalls as well as the cache" not in text and "the gap between the cache and a fixed state" in text
+    summary.insert(1, {"label": "delta", "mean": 0.975})
+    sizes["delta"] = (37376, False)
+    text = " ".join(reading(summary, sizes, {}, 64))
+    assert "delta recalls as well as the cache (within 0.02)" in text
+    assert "the gap between the cache and the other fixed states" in text
+    summary[1]["mean"] = 0.965  # 0.025 below the cache: not matching
+    assert "as well as the cache" not in " ".join(reading(summary, sizes, {}, 64))
 
 
 def test_before_any_row_the_dry_run_estimates_from_the_step_time_harness(tmp_path, capsys, monkeypatch):

@@ -96,8 +96,28 @@ def reading(summary: list[dict[str, Any]], sizes: StateSize, levels: dict[str, f
         placed.update(near)
         parts.append(f"{name[0].upper() + name[1:]}: {value:.3f}"
                      + (f"; no better than 1.5 times it: {', '.join(near)}." if near else "."))
-    parts.append("For a choice of mechanism: the gap between a cache and a fixed state is what the fixed state "
-                 "lost of the context; a mechanism near the copy-a-value line reads the context without finding "
-                 "the key asked. Arora et al. (2024) find recall rising with the state's size (tokenmix's recall "
-                 "sweep, experiments/002-zoology-mqar-*.toml, is registered to measure it).")
+    parts.append(_choice(caches, fixed))
     return ["## Reading: recall against state", "", " ".join(parts)]
+
+
+# a fixed state this close to the best cache reads as matching it (the reading's words, not a claim's test)
+MATCHES_CACHE = 0.02
+
+
+def _choice(caches: list[dict[str, Any]], fixed: list[dict[str, Any]]) -> str:
+    """The reading's sentence for a user choosing a mechanism: which fixed states match the best cache, if any,
+    and what the gap to the cache means for the others."""
+    best = caches[0] if caches else None
+    matching = [s["label"] for s in fixed if best is not None and s["mean"] >= best["mean"] - MATCHES_CACHE]
+    others = [s for s in fixed if s["label"] not in matching]
+    text = "For a choice of mechanism: "
+    if matching:
+        text += (f"{', '.join(matching)} recall{'s' if len(matching) == 1 else ''} as well as the cache (within "
+                 f"{MATCHES_CACHE}) in a state that stays fixed as the sequence grows, where the cache grows with it; ")
+    if best is not None and others:
+        text += ("the gap between the cache and " + ("the other fixed states" if matching else "a fixed state")
+                 + " is what the fixed state lost of the context; ")
+    text += ("a mechanism near the copy-a-value line reads the context without finding the key asked. Arora et "
+             "al. (2024) find recall rising with the state's size; tokenmix's recall sweep (the report's recall "
+             "section) measures it across mechanisms, widths and lengths.")
+    return text
