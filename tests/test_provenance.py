@@ -373,6 +373,41 @@ def test_a_label_is_cleared_only_under_the_code_that_found_the_others_stale(reco
     assert "a seed 1" in record.stale_because("old", "a")
 
 
+def test_what_a_rerun_shows_about_one_config_holds_in_every_record_of_the_folder(recorded, tmp_path):
+    """Another experiment's rerun of the same config (same config_hash) that did not reproduce makes this record's
+    rows of that label and code stale (not the other labels: the code-wide rule stays with the ledger's record),
+    and one that reproduced clears the label from this record's own code-wide finding."""
+    from tokenmix.training.results import VERIFY_COLUMNS
+
+    docs = copy_docs(recorded, tmp_path)
+    record = ResultsDir(docs, recorded[1].name)
+    header, rows = read_csv(record.csv)
+    write_csv(record.csv, header, [{**r, "code": "old"} for r in rows])
+    relation0 = record.rows()[("relation", 0)]["config_hash"]
+    line = {"seed": 0, "row_code": "old", "rerun_code": "new", "rerun_commit": "c", "rerun_clean": "true",
+            "torch": "t", "threads": "1", "cpu": "x", "date": "d", "row_numerics": "p", "row_host": "h",
+            "numerics": "p", "host": "h"}
+    differs = {"reproduced": "false", "difference": "value 1 -> 2", "cause": "code"}
+    (docs / "other-configs.json").write_text("{}")  # another experiment's record in the folder
+    write_csv(docs / "other-verify.csv", VERIFY_COLUMNS,
+              [{**line, **differs, "label": "its-own-name", "config_hash": relation0}])
+    assert "its-own-name seed 0" in record.stale_because("old", "relation")
+    assert record.stale_because("old", "mlp") is None and record.stale_codes() == {}
+    assert record.stale_because("older", "relation") is None  # another code's rows: no evidence
+    from tokenmix.report.document import not_pooled
+    from tokenmix.report.sections import Study
+
+    study = Study(file="x.toml", experiment=recorded[1], paper=None, claims=[])
+    assert sorted(not_pooled(study, docs)[0]) == [("relation", 0), ("relation", 1)]
+    # this record's own rerun of mlp differed: every label of the code is stale, but for relation if the other
+    # record's rerun of its config reproduced under the same newer code
+    mlp0 = record.rows()[("mlp", 0)]["config_hash"]
+    write_csv(record.verify, VERIFY_COLUMNS, [{**line, **differs, "label": "mlp", "config_hash": mlp0}])
+    write_csv(docs / "other-verify.csv", VERIFY_COLUMNS,
+              [{**line, "reproduced": "true", "difference": "", "cause": "", "label": "x", "config_hash": relation0}])
+    assert record.stale_because("old", "relation") is None and "mlp seed 0" in record.stale_because("old", "mlp")
+
+
 def _save_many(folder: str, writer: int, count: int) -> None:
     record = ResultsDir(folder, "many")
     for i in range(count):

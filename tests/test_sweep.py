@@ -18,7 +18,7 @@ from tokenmix.training.build import make_task
 from tokenmix.training.experiment import load_experiment
 from tokenmix.training.results import (HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, ResultsDir, config_hash,
                                        git_commit,
-                                       read_csv, run_config, upsert_rows)
+                                       read_csv, run_config, upsert_rows, write_csv)
 from tokenmix.training.sweep import compare
 from tokenmix.tasks import task_info
 
@@ -418,6 +418,18 @@ def test_the_report_names_rows_another_experiment_records_too(sweep, tmp_path, m
     assert ResultsDir(docs, "twin").shared() == [(("rel", 0), experiment.name, "relation")]
     assert shared_note(ExperimentData("twin", [], None, None, shared=ResultsDir(docs, "twin").shared())).startswith(
         "**1 recorded row is a run that another experiment records too**")
+    # the same config with other results (another code's run) is not the same run
+    header, rows = read_csv(docs / "twin.csv")
+    changed = [{**r, "value": "0.123456" if r["label"] == "rel" else r["value"]} for r in rows]
+    write_csv(docs / "twin.csv", header, changed)
+    assert ResultsDir(docs, "twin").shared() == []
+    (diverging,) = ResultsDir(docs, "twin").diverging()
+    assert diverging[:3] == (("rel", 0), experiment.name, "relation") and diverging[3].startswith("value 0.123456 vs ")
+    from tokenmix.report.notes import diverging_note
+
+    note = diverging_note(ExperimentData("twin", [], None, None, diverging=[diverging]))
+    assert note.startswith("**1 recorded row has the config of another experiment's run but other results**")
+    assert f"rel seed 0 vs `{experiment.name}` relation (value 0.123456 vs " in note
 
 
 def test_commit_says_a_row_was_reused(sweep, repo, tmp_path, monkeypatch):

@@ -144,6 +144,7 @@ def _found(study: Study, data: Path) -> ExperimentData:
                       planned_steps=planned_steps_per_epoch(study.experiment), exclude=exclude)
     found.provenance = summary
     found.shared = ResultsDir(data, study.name).shared() if found.runs else []
+    found.diverging = ResultsDir(data, study.name).diverging() if found.runs else []
     return found
 
 

@@ -167,6 +167,7 @@ class ExperimentData:
     excluded: list[tuple[Run, str]] = field(default_factory=list)  # rows not pooled, each with why
     provenance: list[dict] = field(default_factory=list)  # per code version (ResultsDir.provenance_summary)
     shared: list[tuple[tuple[str, int], str, str]] = field(default_factory=list)  # ResultsDir.shared
+    diverging: list[tuple[tuple[str, int], str, str, str]] = field(default_factory=list)  # ResultsDir.diverging
 
     def labels(self) -> list[str]:
         return list(dict.fromkeys(r.label for r in self.runs or []))

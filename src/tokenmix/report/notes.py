@@ -10,7 +10,7 @@ from ..study.verdict import Outcome
 from .measures import ExperimentData
 from .tables import ranges, table
 
-__all__ = ["tie_note", "not_pooled_note", "shared_note", "provenance_note", "growth_table"]
+__all__ = ["tie_note", "not_pooled_note", "shared_note", "diverging_note", "provenance_note", "growth_table"]
 
 
 def tie_note(outcomes: list[Outcome]) -> str:
@@ -53,6 +53,23 @@ def shared_note(found: ExperimentData) -> str:
     return (f"**{rows} recorded row{'s are runs' if rows > 1 else ' is a run'} that another experiment records "
             f"too** (same config hash: the same run, recorded by both; not new evidence beside the other's "
             f"rows): " + "; ".join(parts) + ".")
+
+
+def diverging_note(found: ExperimentData) -> str:
+    """The rows whose config another experiment records with other results, grouped as :func:`shared_note`
+    (empty when none): the same config hash did not give the same run (another code's: ``--verify`` tells which
+    code the current one agrees with)."""
+    if not found.diverging:
+        return ""
+    groups: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+    for (label, seed), other, other_label, difference in found.diverging:
+        groups.setdefault((label, other, other_label), []).append((seed, difference))
+    parts = [f"{label} {seed_span([s for s, _ in pairs])} vs `{other}` {other_label} ({pairs[0][1]}"
+             + (", ..." if len(pairs) > 1 else "") + ")" for (label, other, other_label), pairs in groups.items()]
+    rows = len({key for key, *_ in found.diverging})
+    return (f"**{rows} recorded row{'s have' if rows > 1 else ' has'} the config of another experiment's run but "
+            f"other results** (the same config hash, so not a new config; not the same run either: another code's, "
+            f"or not deterministic; each record keeps its own): " + "; ".join(parts) + ".")
 
 
 def seed_span(seeds: list[int]) -> str:

@@ -15,7 +15,7 @@ from ..study.claims import SLOPES, Claim, PaperText
 from ..training.power import design_floor, left_out_seeds
 from .measures import (ExperimentData, Values, cost_source, last_window_loss, steps_to_target,
                        training_cost)
-from .notes import growth_table, not_pooled_note, provenance_note, shared_note, tie_note
+from .notes import diverging_note, growth_table, not_pooled_note, provenance_note, shared_note, tie_note
 from .plateau import CRITERION, plateau_count
 from .tables import mean_sd_text, num, percent, pvalue, table
 from ..study.verdict import Outcome, judge
@@ -467,9 +467,9 @@ def measured_section(study: Study, found: ExperimentData, data: Path, out: Path,
     left_out = not_pooled_note(found)
     if left_out:
         lines += [left_out, ""]
-    shared = shared_note(found)
-    if shared:
-        lines += [shared, ""]
+    for note in (shared_note(found), diverging_note(found)):
+        if note:
+            lines += [note, ""]
     provenance = provenance_note(found)
     if provenance:
         lines += provenance + [""]

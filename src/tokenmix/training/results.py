@@ -212,6 +212,22 @@ def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, An
 
 
 # -- a results folder ------------------------------------------------------------------------------------
+# what ResultsDir has read, by the state of the files it read it from (ResultsDir._signature)
+_READ: dict[tuple[Any, ...], Any] = {}
+
+
+def _forget_old_reads() -> None:
+    """Keep :data:`_READ` small in a long sweep, whose every recorded run changes the files' state."""
+    if len(_READ) > 64:
+        _READ.clear()
+
+
+def _is_code_failure(v: dict[str, str]) -> bool:
+    """A ``--verify`` ledger line whose rerun under other code and the same numerics did not reproduce its row (a
+    line from before causes were recorded counts as one)."""
+    return v["reproduced"] == "false" and v["row_code"] != v["rerun_code"] and v.get("cause", "") in ("", "code")
+
+
 def _stale_text(v: dict[str, str]) -> str:
     """Why rows are stale, from the ``--verify`` ledger line of the rerun that did not reproduce one."""
     return (f"its code {v['row_code'] or '(unknown)'} gives other results than code {v['rerun_code']} (commit "
@@ -272,12 +288,11 @@ class ResultsDir:
         :meth:`stale_because`'s: a label whose own rerun reproduced under the newer code keeps its rows."""
         return {code: _stale_text(failures[-1]) for code, failures in self._code_failures().items()}
 
-    def _code_failures(self, ledger: list[dict[str, str]] | None = None) -> dict[str, list[dict[str, str]]]:
+    def _code_failures(self) -> dict[str, list[dict[str, str]]]:
         """code -> the ledger's reruns under other code and the same numerics that did not reproduce its rows."""
         out: dict[str, list[dict[str, str]]] = {}
-        for v in self.verifications() if ledger is None else ledger:
-            if (v["reproduced"] == "false" and v["row_code"] != v["rerun_code"]
-                    and v.get("cause", "") in ("", "code")):
+        for v in self.verifications():
+            if _is_code_failure(v):
                 out.setdefault(v["row_code"], []).append(v)
         return out
 
@@ -287,21 +302,57 @@ class ResultsDir:
         such newer code, a rerun of ``label``'s own row of ``code`` under it reproduced exactly: a code change that
         alters one mechanism's computation (a regrouped projection) leaves a label it provably does not touch --
         every column and evaluation of a whole run bitwise equal -- with its rows. ``label=None``: every row of
-        ``code`` (the code-wide rule, for a row whose label is not known here)."""
-        ledger = self.verifications()
-        failures = self._code_failures(ledger).get(code)
+        ``code`` (the code-wide rule, for a row whose label is not known here).
+
+        What a rerun shows about one config travels to the other records of the folder: a label here is that
+        config's when one of its rows has the rerun's config_hash, so another experiment's rerun that did not
+        reproduce it makes the label's rows of that code stale here too, and one that reproduced clears it. The
+        code-wide presumption stays with the record whose ``--verify`` found it."""
+        ledger, foreign = self._evidence()
+        mine = self._hashes_by_label().get(label, set()) if label is not None else set()
+        about_label = [v for v in ledger if v["row_code"] == code and v["label"] == label] + \
+                      [v for v in foreign if v["row_code"] == code and v["config_hash"] and v["config_hash"] in mine]
+        own = [v for v in about_label if _is_code_failure(v)]
+        if own:
+            return _stale_text(own[-1])
+        failures = [v for v in ledger if v["row_code"] == code and _is_code_failure(v)]
         if not failures:
             return None
-        own = [v for v in failures if v["label"] == label]
-        if label is None or own:
-            return _stale_text((own or failures)[-1])
-        cleared = {v["rerun_code"] for v in ledger
-                   if v["row_code"] == code and v["label"] == label and v["reproduced"] == "true"}
+        if label is None:
+            return _stale_text(failures[-1])
+        cleared = {v["rerun_code"] for v in about_label if v["reproduced"] == "true"}
         uncleared = [v for v in failures if v["rerun_code"] not in cleared]
         if not uncleared:
             return None
         v = uncleared[-1]
         return f"{_stale_text(v)}; no rerun of {label} under code {v['rerun_code']} reproduced its row"
+
+    def _signature(self) -> tuple[Any, ...]:
+        """What the staleness evidence is read from, as it is now: the folder's ledgers and this record's rows."""
+        files = [r.verify for r in self.records()] + [self.csv]
+        return (str(self.directory.resolve()), self.name,
+                tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
+
+    def _evidence(self) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+        """(this record's ``--verify`` ledger, the other records' ledger lines in this folder: :meth:`records`),
+        read once per state of the files."""
+        key = ("evidence", self._signature())
+        if key not in _READ:
+            _forget_old_reads()
+            foreign = [v for r in self.records() if r.name != self.name for v in r.verifications()]
+            _READ[key] = (self.verifications(), foreign)
+        return _READ[key]
+
+    def _hashes_by_label(self) -> dict[str, set[str]]:
+        """label -> the config_hash of each of its recorded rows."""
+        key = ("hashes", self._signature())
+        if key not in _READ:
+            _forget_old_reads()
+            out: dict[str, set[str]] = {}
+            for (label, _), row in (self.rows() if self.csv.exists() else {}).items():
+                out.setdefault(label, set()).add(row.get(HASH_COLUMN, ""))
+            _READ[key] = out
+        return _READ[key]
 
     def provenance_summary(self) -> list[dict[str, Any]]:
         """Per code version of the recorded rows, in order of first appearance: its rows, commits, torch
@@ -402,19 +453,36 @@ class ResultsDir:
 
     def shared(self) -> list[tuple[tuple[str, int], str, str]]:
         """This record's rows that another experiment's record in this folder holds too, under the same
-        config_hash: one run recorded by both (reused through :meth:`twins`, or trained again under the same
-        config, which gives the same results). Each as ((label, seed) here, the other experiment, its label
-        there); the seed is part of the config, so it is the same there. Other records by file name."""
-        mine: dict[str, list[tuple[str, int]]] = {}
+        config_hash and with the same results (:data:`REPRODUCED_COLUMNS`): one run recorded by both (reused
+        through :meth:`twins`, or trained again under the same config and code). Each as ((label, seed) here, the
+        other experiment, its label there); the seed is part of the config, so it is the same there. Other
+        records by file name."""
+        return [(key, other, label) for key, other, label, difference in self._same_config() if not difference]
+
+    def diverging(self) -> list[tuple[tuple[str, int], str, str, str]]:
+        """This record's rows whose config another experiment's record in this folder holds with other results:
+        not one run (another code's, or a run that is not deterministic). Each as :meth:`shared`'s, with the first
+        differing column and both rows' code (``"value 0.11 vs 0.007 (code a vs b)"``)."""
+        return [entry for entry in self._same_config() if entry[3]]
+
+    def _same_config(self) -> list[tuple[tuple[str, int], str, str, str]]:
+        """(key here, other experiment, its label there, "" or how the results differ) for each row of another
+        record in this folder with the config_hash of one of this record's rows."""
+        mine: dict[str, list[tuple[tuple[str, int], dict[str, str]]]] = {}
         for key, row in self.rows().items():
             if row.get(HASH_COLUMN):
-                mine.setdefault(row[HASH_COLUMN], []).append(key)
+                mine.setdefault(row[HASH_COLUMN], []).append((key, row))
         out = []
         for other in self.records():
             if other.name == self.name or not other.csv.exists():
                 continue
             for (label, _), row in other.rows().items():
-                out += [(key, other.name, label) for key in mine.get(row.get(HASH_COLUMN, ""), [])]
+                for key, here in mine.get(row.get(HASH_COLUMN, ""), []):
+                    # a column one file has and the other does not (added later) is no difference
+                    differ = [c for c in REPRODUCED_COLUMNS if (here.get(c) or "") != (row.get(c) or "")]
+                    difference = (f"{differ[0]} {here.get(differ[0])} vs {row.get(differ[0])} (code "
+                                  f"{here.get('code') or '?'} vs {row.get('code') or '?'})") if differ else ""
+                    out.append((key, other.name, label, difference))
         return out
 
     def save_run(self, row: dict[str, Any], columns: list[str], history: list[dict[str, Any]],
