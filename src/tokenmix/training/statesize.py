@@ -115,8 +115,9 @@ def _choice(caches: list[dict[str, Any]], fixed: list[dict[str, Any]]) -> str:
         text += (f"{', '.join(matching)} recall{'s' if len(matching) == 1 else ''} as well as the cache (within "
                  f"{MATCHES_CACHE}) in a state that stays fixed as the sequence grows, where the cache grows with it; ")
     if best is not None and others:
-        text += ("the gap between the cache and " + ("the other fixed states" if matching else "a fixed state")
-                 + " is what the fixed state lost of the context; ")
+        text += ("the gap between the cache and the other fixed states is what they lost of the context; "
+                 if matching else "the gap between the cache and a fixed state is what the fixed state lost of the "
+                 "context; ")
     text += ("a mechanism near the copy-a-value line reads the context without finding the key asked. Arora et "
              "al. (2024) find recall rising with the state's size; tokenmix's recall sweep (the report's recall "
              "section) measures it across mechanisms, widths and lengths.")
