@@ -110,6 +110,27 @@ def test_two_stages_end_to_end_reuse_the_stage_runs_at_the_chosen_rate(tmp_path,
 
     status = sweep_status(experiment(), tmp_path / "fresh", tmp_path / "rec")
     assert "learning-rate stage: complete" in status and "6/6 done" in status and "stale" not in status
+    # a rerun of lin's row under newer code that did not reproduce it: lin's stage rows of that code (every
+    # rate) choose nothing, so the stage is not complete until they train again
+    from tokenmix.training.lrstage import has_lr_stage, recorded_rates
+    from tokenmix.training.results import VERIFY_COLUMNS, ResultsDir, write_csv
+
+    from tokenmix.tasks import task_info
+
+    kind = task_info("mqar").kind
+    assert not has_lr_stage(recorded_rates(experiment(), kind, tmp_path / "rec", True))  # complete so far
+    record = ResultsDir(tmp_path / "rec", "lrtest")
+    lin0 = record.rows()[("lin", 0)]
+    write_csv(record.verify, VERIFY_COLUMNS, [
+        {"label": "lin", "seed": 0, "config_hash": lin0["config_hash"], "row_code": lin0["code"], "rerun_code": "new",
+         "rerun_commit": "c", "rerun_clean": "true", "torch": "t", "threads": "1", "cpu": "x", "reproduced": "false",
+         "difference": "value 1 -> 2", "date": "d", "cause": "code", "row_numerics": "", "row_host": "",
+         "numerics": "", "host": ""}])
+    stage = ResultsDir(tmp_path / "rec", "lrtest-lr")
+    assert [label for (label, _), r in stage.rows().items() if stage.stale_because(r["code"], label)] == [
+        "lin.lr0.001", "lin.lr0.01"]
+    assert has_lr_stage(recorded_rates(experiment(), kind, tmp_path / "rec", True))
+    assert "learning-rate stage: complete" not in sweep_status(experiment(), tmp_path / "fresh", tmp_path / "rec")
 
 
 def test_the_status_tells_the_learning_rate_stage_before_the_seeds(tmp_path):

@@ -408,6 +408,33 @@ def test_what_a_rerun_shows_about_one_config_holds_in_every_record_of_the_folder
     assert record.stale_because("old", "relation") is None and "mlp seed 0" in record.stale_because("old", "mlp")
 
 
+def test_a_rerun_speaks_for_its_mechanism_at_every_seed_and_learning_rate(recorded, tmp_path):
+    """Another record's rerun of relation's config at another learning rate (a learning-rate stage's row) that
+    did not reproduce makes relation's rows of that code stale here; mlp's stay."""
+    import json
+
+    from tokenmix.training.results import VERIFY_COLUMNS, mechanism_key
+
+    docs = copy_docs(recorded, tmp_path)
+    record = ResultsDir(docs, recorded[1].name)
+    header, rows = read_csv(record.csv)
+    write_csv(record.csv, header, [{**r, "code": "old"} for r in rows])
+    configs = record.known_configs()
+    relation = configs[record.rows()[("relation", 1)]["config_hash"]]
+    at_other_rate = {**relation, "seed": 0, "train": {**relation["train"], "lr": 0.5}}
+    assert mechanism_key(at_other_rate) == mechanism_key(relation) != mechanism_key(
+        configs[record.rows()[("mlp", 1)]["config_hash"]])
+    digest = config_hash(at_other_rate)
+    (docs / "other-configs.json").write_text(json.dumps({digest: at_other_rate}))
+    write_csv(docs / "other-verify.csv", VERIFY_COLUMNS, [
+        {"label": "relation.lr0.5", "seed": 0, "config_hash": digest, "row_code": "old", "rerun_code": "new",
+         "rerun_commit": "c", "rerun_clean": "true", "torch": "t", "threads": "1", "cpu": "x", "reproduced": "false",
+         "difference": "value 1 -> 2", "date": "d", "cause": "code", "row_numerics": "p", "row_host": "h",
+         "numerics": "p", "host": "h"}])
+    assert "relation.lr0.5 seed 0" in record.stale_because("old", "relation")
+    assert record.stale_because("old", "mlp") is None
+
+
 def _save_many(folder: str, writer: int, count: int) -> None:
     record = ResultsDir(folder, "many")
     for i in range(count):

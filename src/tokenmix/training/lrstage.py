@@ -106,14 +106,16 @@ def write_choice(path: Path, experiment: Experiment, task_kind: str, rows: list[
 def recorded_rates(experiment: Experiment, task_kind: str, results_dir: str | Path,
                    higher_is_better: bool) -> Experiment:
     """The experiment as ``tokenmix compare --results results_dir`` runs its second stage: each entry at the rate
-    that the first stage's rows recorded there (``<name>-lr.csv``) choose. Unchanged without ``lr_grid``, and
-    while that stage is not complete in ``results_dir`` (no rate is chosen yet, so no second-stage row can be
-    of it)."""
+    that the first stage's rows recorded there (``<name>-lr.csv``) choose, stale rows left out
+    (:meth:`~tokenmix.training.results.ResultsDir.stale_because`). Unchanged without ``lr_grid``, and while that
+    stage is not complete in ``results_dir`` (no rate is chosen yet, so no second-stage row can be of it)."""
     from .results import ResultsDir
 
     if not has_lr_stage(experiment):
         return experiment
-    rows = list(ResultsDir(results_dir, f"{experiment.name}-lr").rows().values())
+    record = ResultsDir(results_dir, f"{experiment.name}-lr")
+    # a row --verify found stale chooses nothing: the stage is not complete until it is trained again
+    rows = [r for r in record.rows().values() if record.stale_because(r.get("code", ""), r["label"]) is None]
     try:
         chosen = choose_rates(experiment, task_kind, rows, higher_is_better)
     except ValueError:

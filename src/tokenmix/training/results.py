@@ -107,6 +107,18 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def mechanism_key(config: dict[str, Any]) -> str:
+    """:func:`config_hash` of a run's config without its seeds (``seed``, ``task.seed``) and learning rate
+    (``train.lr``): what picks the numbers a run starts from and steps by, not the code that computes them. Runs
+    with one key compute with the same code paths, so a code change that moves one of them moves them all."""
+    plain = _plain(config)
+    plain.pop("seed", None)
+    for section, field_name in (("task", "seed"), ("train", "lr")):
+        if isinstance(plain.get(section), dict):
+            plain[section].pop(field_name, None)
+    return config_hash(plain)
+
+
 def first_difference(old: Any, new: Any, path: str = "") -> str | None:
     """The first field (sorted dotted path) where ``old`` and ``new`` differ, as ``"train.lr: 0.003 -> 0.001"``."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -304,18 +316,20 @@ class ResultsDir:
         every column and evaluation of a whole run bitwise equal -- with its rows. ``label=None``: every row of
         ``code`` (the code-wide rule, for a row whose label is not known here).
 
-        What a rerun shows about one config travels to the other records of the folder: a label here is that
-        config's when one of its rows has the rerun's config_hash, so another experiment's rerun that did not
-        reproduce it makes the label's rows of that code stale here too, and one that reproduced clears it. The
-        code-wide presumption stays with the record whose ``--verify`` found it."""
+        What a rerun shows about one mechanism travels: to the label's other seeds and learning rates, and to the
+        other records of the folder. A rerun is about ``label`` when the config it reran is, but for its seeds and
+        learning rate (:func:`mechanism_key`), the config of one of the label's rows, in whichever record's
+        ledger it is: one that did not reproduce makes the label's rows of that code stale (a learning-rate
+        stage's rows at the other rates too), one that reproduced clears it. The code-wide presumption stays
+        with the record whose ``--verify`` found it."""
         ledger, foreign = self._evidence()
-        mine = self._hashes_by_label().get(label, set()) if label is not None else set()
-        about_label = [v for v in ledger if v["row_code"] == code and v["label"] == label] + \
-                      [v for v in foreign if v["row_code"] == code and v["config_hash"] and v["config_hash"] in mine]
+        mine = self._mechanisms_by_label().get(label, set()) if label is not None else set()
+        about_label = [v for v, mechanism in ledger + foreign if v["row_code"] == code
+                       and ((mechanism and mechanism in mine) or (v["label"] == label and (v, mechanism) in ledger))]
         own = [v for v in about_label if _is_code_failure(v)]
         if own:
             return _stale_text(own[-1])
-        failures = [v for v in ledger if v["row_code"] == code and _is_code_failure(v)]
+        failures = [v for v, _ in ledger if v["row_code"] == code and _is_code_failure(v)]
         if not failures:
             return None
         if label is None:
@@ -328,29 +342,40 @@ class ResultsDir:
         return f"{_stale_text(v)}; no rerun of {label} under code {v['rerun_code']} reproduced its row"
 
     def _signature(self) -> tuple[Any, ...]:
-        """What the staleness evidence is read from, as it is now: the folder's ledgers and this record's rows."""
-        files = [r.verify for r in self.records()] + [self.csv]
+        """What the staleness evidence is read from, as it is now: the folder's ledgers and configs, and this
+        record's rows."""
+        files = [f for r in self.records() for f in (r.verify, r.configs)] + [self.csv]
         return (str(self.directory.resolve()), self.name,
-                tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
+                tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
 
-    def _evidence(self) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    def _mechanism(self, digest: str) -> str:
+        """:func:`mechanism_key` of the config recorded under ``digest``; the digest itself when it is not known."""
+        if not digest:
+            return ""
+        config = self.known_configs().get(digest)
+        return mechanism_key(config) if isinstance(config, dict) else f"config {digest}"
+
+    def _evidence(self) -> tuple[list[tuple[dict[str, str], str]], list[tuple[dict[str, str], str]]]:
         """(this record's ``--verify`` ledger, the other records' ledger lines in this folder: :meth:`records`),
-        read once per state of the files."""
+        each line with the mechanism it reran (:meth:`_mechanism`), read once per state of the files."""
         key = ("evidence", self._signature())
         if key not in _READ:
             _forget_old_reads()
-            foreign = [v for r in self.records() if r.name != self.name for v in r.verifications()]
-            _READ[key] = (self.verifications(), foreign)
+            foreign = [(v, r._mechanism(v["config_hash"])) for r in self.records() if r.name != self.name
+                       for v in r.verifications()]
+            _READ[key] = ([(v, self._mechanism(v["config_hash"])) for v in self.verifications()], foreign)
         return _READ[key]
 
-    def _hashes_by_label(self) -> dict[str, set[str]]:
-        """label -> the config_hash of each of its recorded rows."""
-        key = ("hashes", self._signature())
+    def _mechanisms_by_label(self) -> dict[str, set[str]]:
+        """label -> the mechanism (:meth:`_mechanism`) of each of its recorded rows, and each row's config_hash as
+        one (what a ledger line of a record without the config is matched by)."""
+        key = ("mechanisms", self._signature())
         if key not in _READ:
             _forget_old_reads()
             out: dict[str, set[str]] = {}
             for (label, _), row in (self.rows() if self.csv.exists() else {}).items():
-                out.setdefault(label, set()).add(row.get(HASH_COLUMN, ""))
+                digest = row.get(HASH_COLUMN, "")
+                out.setdefault(label, set()).update({self._mechanism(digest), f"config {digest}"})
             _READ[key] = out
         return _READ[key]
 
