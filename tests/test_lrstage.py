@@ -112,10 +112,9 @@ def test_two_stages_end_to_end_reuse_the_stage_runs_at_the_chosen_rate(tmp_path,
     assert "learning-rate stage: complete" in status and "6/6 done" in status and "stale" not in status
     # a rerun of lin's row under newer code that did not reproduce it: lin's stage rows of that code (every
     # rate) choose nothing, so the stage is not complete until they train again
+    from tokenmix.tasks import task_info
     from tokenmix.training.lrstage import has_lr_stage, recorded_rates
     from tokenmix.training.results import VERIFY_COLUMNS, ResultsDir, write_csv
-
-    from tokenmix.tasks import task_info
 
     kind = task_info("mqar").kind
     assert not has_lr_stage(recorded_rates(experiment(), kind, tmp_path / "rec", True))  # complete so far
