@@ -324,8 +324,9 @@ class ResultsDir:
         with the record whose ``--verify`` found it."""
         ledger, foreign = self._evidence()
         mine = self._mechanisms_by_label().get(label, set()) if label is not None else set()
-        about_label = [v for v, mechanism in ledger + foreign if v["row_code"] == code
-                       and ((mechanism and mechanism in mine) or (v["label"] == label and (v, mechanism) in ledger))]
+        about_label = [v for v, mechanism in ledger if v["row_code"] == code
+                       and (v["label"] == label or (mechanism and mechanism in mine))] + \
+                      [v for v, mechanism in foreign if v["row_code"] == code and mechanism and mechanism in mine]
         own = [v for v in about_label if _is_code_failure(v)]
         if own:
             return _stale_text(own[-1])
@@ -349,7 +350,8 @@ class ResultsDir:
                 tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
 
     def _mechanism(self, digest: str) -> str:
-        """:func:`mechanism_key` of the config recorded under ``digest``; the digest itself when it is not known."""
+        """:func:`mechanism_key` of the config recorded under ``digest``; ``"config <digest>"`` when the config
+        is not known (matched by the hash alone); empty for no digest."""
         if not digest:
             return ""
         config = self.known_configs().get(digest)
