@@ -57,8 +57,8 @@ def shared_note(found: ExperimentData) -> str:
 
 def diverging_note(found: ExperimentData) -> str:
     """The rows whose config another experiment records with other results, grouped as :func:`shared_note`
-    (empty when none): the same config hash did not give the same run (another code's: ``--verify`` tells which
-    code the current one agrees with)."""
+    (empty when none): the same config hash did not give the same run (another code's or other numerics':
+    ``--verify`` tells which the current code agrees with)."""
     if not found.diverging:
         return ""
     groups: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
@@ -68,8 +68,8 @@ def diverging_note(found: ExperimentData) -> str:
              + (", ..." if len(pairs) > 1 else "") + ")" for (label, other, other_label), pairs in groups.items()]
     rows = len({key for key, *_ in found.diverging})
     return (f"**{rows} recorded row{'s have' if rows > 1 else ' has'} the config of another experiment's run but "
-            f"other results** (the same config hash, so not a new config; not the same run either: another code's, "
-            f"or not deterministic; each record keeps its own): " + "; ".join(parts) + ".")
+            f"other results** (the same config hash, so not a new config; not the same run either: another code's or "
+            f"other numerics', or not deterministic; each record keeps its own): " + "; ".join(parts) + ".")
 
 
 def seed_span(seeds: list[int]) -> str:

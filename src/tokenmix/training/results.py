@@ -240,6 +240,13 @@ def _is_code_failure(v: dict[str, str]) -> bool:
     return v["reproduced"] == "false" and v["row_code"] != v["rerun_code"] and v.get("cause", "") in ("", "code")
 
 
+def _provenance_pair(here: dict[str, str], there: dict[str, str]) -> str:
+    """"code a vs b; numerics unpinned vs x86-avx2-cnr": what produced two rows, the numerics where they differ."""
+    text = f"code {here.get('code') or '?'} vs {there.get('code') or '?'}"
+    numerics = [row.get("numerics") or "unpinned" for row in (here, there)]
+    return text + (f"; numerics {numerics[0]} vs {numerics[1]}" if numerics[0] != numerics[1] else "")
+
+
 def _stale_text(v: dict[str, str]) -> str:
     """Why rows are stale, from the ``--verify`` ledger line of the rerun that did not reproduce one."""
     return (f"its code {v['row_code'] or '(unknown)'} gives other results than code {v['rerun_code']} (commit "
@@ -488,8 +495,9 @@ class ResultsDir:
 
     def diverging(self) -> list[tuple[tuple[str, int], str, str, str]]:
         """This record's rows whose config another experiment's record in this folder holds with other results:
-        not one run (another code's, or a run that is not deterministic). Each as :meth:`shared`'s, with the first
-        differing column and both rows' code (``"value 0.11 vs 0.007 (code a vs b)"``)."""
+        not one run (another code's or other numerics', or a run that is not deterministic). Each as
+        :meth:`shared`'s, with the first differing column, both rows' code and, where they differ, numerics
+        (``"value 0.11 vs 0.007 (code a vs b)"``)."""
         return [entry for entry in self._same_config() if entry[3]]
 
     def _same_config(self) -> list[tuple[tuple[str, int], str, str, str]]:
@@ -507,8 +515,8 @@ class ResultsDir:
                 for key, here in mine.get(row.get(HASH_COLUMN, ""), []):
                     # a column one file has and the other does not (added later) is no difference
                     differ = [c for c in REPRODUCED_COLUMNS if (here.get(c) or "") != (row.get(c) or "")]
-                    difference = (f"{differ[0]} {here.get(differ[0])} vs {row.get(differ[0])} (code "
-                                  f"{here.get('code') or '?'} vs {row.get('code') or '?'})") if differ else ""
+                    difference = (f"{differ[0]} {here.get(differ[0])} vs {row.get(differ[0])} "
+                                  f"({_provenance_pair(here, row)})") if differ else ""
                     out.append((key, other.name, label, difference))
         return out
 
