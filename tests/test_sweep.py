@@ -16,6 +16,7 @@ import tokenmix.training.sweep as compare_module
 from tokenmix.cli import main
 from tokenmix.training.build import make_task
 from tokenmix.training.experiment import load_experiment
+from tokenmix.training.numerics import PINNED
 from tokenmix.training.results import (HASH_COLUMN, HISTORY_COLUMNS, ROW_COLUMNS, ResultsDir, config_hash,
                                        git_commit,
                                        read_csv, run_config, upsert_rows, write_csv)
@@ -339,6 +340,11 @@ def _twin_docs(sweep, tmp_path) -> Path:
 def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_path, monkeypatch, capsys):
     root, experiment, source, rows, _ = sweep
     docs = _twin_docs(sweep, tmp_path)
+    # rows of a pinned sweep, as `tokenmix compare` records them (this test's sweep ran in its own process, whose
+    # numerics it recorded); a sweep reuses only rows of the numerics its runs will use
+    header, recorded = read_csv(docs / f"{experiment.name}.csv")
+    write_csv(docs / f"{experiment.name}.csv", header, [{**r, "numerics": PINNED} for r in recorded])
+    monkeypatch.setattr(compare_module, "current_numerics", lambda: PINNED)
     twin = tiny(*TWIN)
     assert main(["compare", *[x for s in (*TINY, *TWIN) for x in ("--set", s)], "--out", str(tmp_path / "out"),
                  "--results", str(docs), "--status"]) == 0
@@ -356,7 +362,7 @@ def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_p
     new = compare(twin, tmp_path / "out", isolate=False, progress=False, results_dir=docs)
     assert f"reused: rel/seed0 is the run recorded as {experiment.name} relation seed 0" in capsys.readouterr().out
     assert [(r["experiment"], r["label"]) for r in new] == [("twin", "rel"), ("twin", "mlp")]
-    ours, theirs = read_csv(docs / "twin.csv")[1], read_csv(source / f"{experiment.name}.csv")[1]
+    ours, theirs = read_csv(docs / "twin.csv")[1], read_csv(docs / f"{experiment.name}.csv")[1]
     for mine, other in zip(ours, theirs):  # the same run: every column but its name and label
         assert {k: v for k, v in mine.items() if k not in ("experiment", "label")} == \
                {k: v for k, v in other.items() if k not in ("experiment", "label")}
@@ -369,7 +375,7 @@ def test_a_run_recorded_by_another_experiment_is_reused_not_trained(sweep, tmp_p
     assert again == new and "reused" not in capsys.readouterr().out  # now its own rows
 
 
-@pytest.mark.parametrize("why", ["no-reuse", "target", "stale", "stale here", "other config"])
+@pytest.mark.parametrize("why", ["no-reuse", "target", "stale", "stale here", "other config", "other numerics"])
 def test_a_run_is_trained_when_its_twin_may_not_stand_for_it(sweep, tmp_path, monkeypatch, why):
     root, experiment, source, rows, _ = sweep
     docs = _twin_docs(sweep, tmp_path)
@@ -381,6 +387,10 @@ def test_a_run_is_trained_when_its_twin_may_not_stand_for_it(sweep, tmp_path, mo
             "label": "relation", "seed": 0, "config_hash": "x", "row_code": code, "rerun_code": "other",
             "rerun_commit": "c", "rerun_clean": "true", "torch": "t", "threads": 1, "cpu": "c", "reproduced": "false",
             "difference": "value", "date": "2026-11-29"}])
+    if why == "other numerics":  # the recorded runs computed with the host's own kernels: a pinned sweep's rows
+        header, recorded = read_csv(docs / f"{experiment.name}.csv")  # would mix numerics
+        assert "" not in {r["numerics"] for r in recorded}
+        write_csv(docs / f"{experiment.name}.csv", header, [{**r, "numerics": ""} for r in recorded])
     trained = []
 
     def first_run(data, label, *args, **kwargs):

@@ -460,12 +460,13 @@ class ResultsDir:
         return [ResultsDir(self.directory, configs.name[:-len("-configs.json")])
                 for configs in sorted(self.directory.glob("*-configs.json"))]
 
-    def twins(self, digests: Iterable[str] | dict[str, str]) -> dict[str, Twin]:
+    def twins(self, digests: Iterable[str] | dict[str, str], numerics: str | None = None) -> dict[str, Twin]:
         """Per config_hash of ``digests``: a recorded run with that hash in any experiment's record in this
         folder (the first by file name; this experiment's own rows included), unless --verify found its rows
         stale there (:meth:`stale_because`, by its label there) or here (by its label here: ``digests`` as a dict
         config_hash -> label; the code-wide rule when only hashes are given), or its evaluations are missing
-        (:meth:`torn`). A record that cannot be read is named and skipped."""
+        (:meth:`torn`), or (``numerics`` given) it was computed with other numerics: a pinned sweep reuses pinned
+        rows only, so that its rows stay of one numerics. A record that cannot be read is named and skipped."""
         labels_here = dict(digests) if isinstance(digests, dict) else dict.fromkeys(digests)
         wanted, found = set(labels_here), {}
         for other in self.records():
@@ -474,6 +475,7 @@ class ResultsDir:
             try:
                 rows, left = other.rows(), wanted - found.keys()
                 matches = [(key, row) for key, row in rows.items() if row.get(HASH_COLUMN) in left
+                           and (numerics is None or row.get("numerics") == numerics)
                            and other.stale_because(row.get("code", ""), key[0]) is None
                            and self.stale_because(row.get("code", ""), labels_here[row[HASH_COLUMN]]) is None]
                 histories = other.histories() if matches else {}

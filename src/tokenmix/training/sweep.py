@@ -54,6 +54,7 @@ from .files import atomic_write_text, check_writable, disk_full_guard
 from .leaderboard import write_report
 from .lrstage import LR_STAGE_DIR, choose_rates, has_lr_stage, lr_stage, with_rates, write_choice
 from .numerics import PINNED
+from .numerics import numerics as current_numerics
 from .locks import FolderLock
 from .pool import PlannedRun, Progress, interrupt_on_sigterm, pinned_numerics, run_pool
 from .power import attainable_lines
@@ -237,7 +238,9 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
     recorded = _recorded(record, experiment, task, planned, results, threads, repin) if record is not None else {}
     if record is not None and reuse:
         recorded.update(_reused(record, experiment, task, [p for p in planned if p.spec.key not in results
-                                                           and p.spec.key not in recorded], threads))
+                                                           and p.spec.key not in recorded], threads,
+                                   # the numerics its runs will compute with: spawned, pinned; in this process, its own
+                                   PINNED if pin and (isolate or executor == "submitit") else current_numerics()))
     todo = [p for p in planned if p.spec.key not in results and p.spec.key not in recorded]
     for p in todo:  # a missing teacher stops the sweep here, before any run trains, saying which to run first
         init_from = split_warm_start(p.spec.model)[1].get("init_from")
@@ -336,25 +339,26 @@ def _repair(record: ResultsDir, experiment: Experiment, task: Task, planned: lis
         record.drop_rows(dropped)
 
 
-def recorded_twins(record: ResultsDir, experiment: Experiment, planned: list[PlannedRun], threads: int
-                   ) -> dict[str, tuple[dict[str, Any], Twin]]:
-    """key -> (its config, the run recorded in ``record``'s folder with the same config_hash:
-    :meth:`~.results.ResultsDir.twins`) for the runs of ``planned`` that have one. Runs of an experiment with a
-    target are left out (their time to it is not in the other's row)."""
+def recorded_twins(record: ResultsDir, experiment: Experiment, planned: list[PlannedRun], threads: int,
+                   numerics: str | None = PINNED) -> dict[str, tuple[dict[str, Any], Twin]]:
+    """key -> (its config, the run recorded in ``record``'s folder with the same config_hash and computed with
+    ``numerics``, those the planned runs will use: :meth:`~.results.ResultsDir.twins`) for the runs of
+    ``planned`` that have one. Runs of an experiment with a target are left out (their time to it is not in the
+    other's row)."""
     configs = {p.spec.key: run_config(experiment, p.spec, threads) for p in planned
                if experiment.train_config(p.spec).target is None}
     digests = {key: config_hash(config) for key, config in configs.items()}
     labels = {p.spec.key: p.spec.label for p in planned}
-    twins = record.twins({digest: labels[key] for key, digest in digests.items()}) if digests else {}
+    twins = record.twins({digest: labels[key] for key, digest in digests.items()}, numerics) if digests else {}
     return {key: (configs[key], twins[digest]) for key, digest in digests.items() if digest in twins}
 
 
-def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun], threads: int
-            ) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """The runs of ``planned`` that a run recorded by another experiment stands for (:func:`recorded_twins`),
-    each recorded under its own label: key -> (row, history)."""
+def _reused(record: ResultsDir, experiment: Experiment, task: Task, planned: list[PlannedRun], threads: int,
+            numerics: str) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The runs of ``planned`` that a run recorded by another experiment with ``numerics`` stands for
+    (:func:`recorded_twins`), each recorded under its own label: key -> (row, history)."""
     found, labels = {}, {p.spec.key: p.spec.label for p in planned}
-    for key, (config, twin) in recorded_twins(record, experiment, planned, threads).items():
+    for key, (config, twin) in recorded_twins(record, experiment, planned, threads, numerics).items():
         label = labels[key]
         digest, source = config_hash(config), f"{twin.experiment} {twin.label} seed {twin.seed}"
         row = twin.as_run_of(experiment.name, label)
