@@ -7,21 +7,21 @@ import pytest
 
 from tokenmix.training.experiment import load_experiment
 from tokenmix.training.recallsweep import (CELLS, CONV_FILE, CONV_WIDTHS, REACH, SEEDS, SHORTCONV_FILE,
-                                          SHORTCONV_MECHANISMS, SHORTCONV_SIZE, WINDOW_FILE, WINDOWS, claims,
-                                          conv_claims, conv_file_text, file_text, shortconv_claims,
+                                          SHORTCONV_FILES, SHORTCONV_MECHANISMS, SHORTCONV_SIZE, WINDOW_FILE,
+                                          WINDOWS, claims, conv_claims, conv_file_text, file_text, shortconv_claims,
                                           shortconv_file_text, window_claims, window_file_text, window_reach)
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
-def _reuses_the_64_token_runs(name, claims):
-    """The added file ``name``: its claims compare its labels, it has the 64-token file's task, training and seeds,
-    and every label the 64-token file has is trained exactly as there (so its rows are reused, not retrained).
+def _reuses_the_sweep_runs(name, claims, length=64):
+    """The added file ``name``: its claims compare its labels, it has the ``length``-token file's task, training and
+    seeds, and every label that file has is trained exactly as there (so its rows are reused, not retrained).
     Returns the file and those shared labels."""
     experiment = load_experiment(EXPERIMENTS / f"{name}.toml")
     labels = {entry.label for entry in experiment.mixers}
     assert all(claim["a"] in labels and claim["b"] in labels for claim in claims)
-    base = load_experiment(EXPERIMENTS / "002-zoology-mqar-64.toml")
+    base = load_experiment(EXPERIMENTS / f"002-zoology-mqar-{length}.toml")
     assert (experiment.task, experiment.train, experiment.seeds) == (base.task, base.train, base.seeds)
     same = {e.label: e for e in base.mixers}
     for entry in experiment.mixers:
@@ -71,7 +71,7 @@ def test_window_reach_counts_the_queries_whose_value_the_window_holds():
 def test_the_long_convolution_file_is_what_the_plan_writes_and_shares_the_64_token_runs():
     assert (EXPERIMENTS / f"{CONV_FILE}.toml").read_text() == conv_file_text()
     # softmax and the short filter exactly as the 64-token file trains them (so its rows are reused, not retrained)
-    experiment, same = _reuses_the_64_token_runs(CONV_FILE, conv_claims())
+    experiment, same = _reuses_the_sweep_runs(CONV_FILE, conv_claims())
     assert {"softmax-d64", "baseconv-d64"} <= {e.label for e in experiment.mixers} & set(same)
     assert {e.label: (e.options, e.model["dim"]) for e in experiment.mixers if e.label not in same} == {
         f"baseconv-long-d{w}": ({"kernel_size": None}, w) for w in CONV_WIDTHS}
@@ -80,15 +80,19 @@ def test_the_long_convolution_file_is_what_the_plan_writes_and_shares_the_64_tok
     assert len(conv_claims()) / 12870 < 0.005
 
 
-def test_the_short_convolution_file_is_what_the_plan_writes_and_shares_the_64_token_runs():
-    assert (EXPERIMENTS / f"{SHORTCONV_FILE}.toml").read_text() == shortconv_file_text()
-    # the bare layers, linear and softmax attention exactly as the 64-token file trains them (their rows reused)
-    experiment, same = _reuses_the_64_token_runs(SHORTCONV_FILE, shortconv_claims())
+@pytest.mark.parametrize("length", list(SHORTCONV_FILES))
+def test_the_short_convolution_files_are_what_the_plan_writes_and_share_the_sweep_runs(length):
+    name = SHORTCONV_FILES[length]
+    assert (EXPERIMENTS / f"{name}.toml").read_text() == shortconv_file_text(length)
+    # the bare layers, linear and softmax attention exactly as the sweep's file trains them (their rows reused)
+    experiment, same = _reuses_the_sweep_runs(name, shortconv_claims(length), length)
     labels = {e.label for e in experiment.mixers}
     assert {"softmax-d64", "linear-d64", *(f"{m}-d64" for m in SHORTCONV_MECHANISMS)} <= labels & set(same)
     assert {e.label: (e.mixer, e.options, e.model["dim"]) for e in experiment.mixers if e.label not in same} == {
         f"{m}-conv{SHORTCONV_SIZE}-d64": (m, {"conv_size": SHORTCONV_SIZE}, 64) for m in SHORTCONV_MECHANISMS}
     # each layer with and without its filter is a claim, and the file's family leaves room at 8 v 8 seeds
-    pairs = {(c["a"], c["b"]) for c in shortconv_claims()}
+    pairs = {(c["a"], c["b"]) for c in shortconv_claims(length)}
     assert all((f"{m}-conv{SHORTCONV_SIZE}-d64", f"{m}-d64") in pairs for m in SHORTCONV_MECHANISMS)
-    assert len(shortconv_claims()) / 12870 < 0.005
+    assert len(shortconv_claims(length)) / 12870 < 0.005
+    assert all(f"{length} tokens" in c["text"] for c in shortconv_claims(length))
+    assert experiment.task["seq_len"] == length and SHORTCONV_FILE == SHORTCONV_FILES[64]

@@ -11,7 +11,7 @@ import re
 import statistics
 from pathlib import Path
 
-from tokenmix.training.recallsweep import CELLS, CONV_FILE, SHORTCONV_FILE, SHORTCONV_SIZE, WINDOW_FILE
+from tokenmix.training.recallsweep import CELLS, CONV_FILE, SHORTCONV_FILES, SHORTCONV_SIZE, WINDOW_FILE
 
 from .tables import table
 
@@ -26,7 +26,9 @@ _LONG_FILTER = "baseconv-long"  # the long-convolution file's own labels: baseco
 _LONG = re.compile(rf"^{_LONG_FILTER}$")
 _SHORT_CONV = re.compile(rf"-conv{SHORTCONV_SIZE}$")  # the short-convolution file's labels: <layer>-conv4-d<width>
 # the files added beside the sweep at STATE_LENGTH tokens, each with the labels it adds (the rest are reused rows)
-_ADDED = ((WINDOW_FILE, _WINDOWED), (CONV_FILE, _LONG), (SHORTCONV_FILE, _SHORT_CONV))
+_ADDED = ((WINDOW_FILE, _WINDOWED), (CONV_FILE, _LONG), (SHORTCONV_FILES[STATE_LENGTH], _SHORT_CONV))
+# those added beside the sweep at another length (the length axis only)
+_ADDED_ELSEWHERE = tuple((n, f, _SHORT_CONV) for n, f in SHORTCONV_FILES.items() if n != STATE_LENGTH)
 
 
 def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
@@ -37,7 +39,7 @@ def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
 
     values: dict[tuple[int, str, int], list[float]] = {}
     files = [(n, f"002-zoology-mqar-{n}", None) for n in LENGTHS] + [(STATE_LENGTH, f, own) for f, own in _ADDED]
-    for n, name, only in files:
+    for n, name, only in files + list(_ADDED_ELSEWHERE):
         for row in read_csv(data / f"{name}.csv")[1]:
             found = _LABEL.match(row.get("label", ""))
             if found and row.get("value") and (only is None or only.search(found["mechanism"])):

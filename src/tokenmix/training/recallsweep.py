@@ -16,7 +16,8 @@ from typing import Any
 from .tomlfile import to_toml
 
 __all__ = ["MECHANISMS", "Cell", "CELLS", "LRS", "SEEDS", "BATCH", "VOCAB", "WINDOWS", "WINDOW_FILE", "CONV_FILE",
-           "CONV_WIDTHS", "REACH", "SHORTCONV_FILE", "SHORTCONV_SIZE", "SHORTCONV_MECHANISMS", "claims", "experiment",
+           "CONV_WIDTHS", "REACH", "SHORTCONV_FILE", "SHORTCONV_FILES", "SHORTCONV_SIZE", "SHORTCONV_MECHANISMS",
+           "claims", "experiment",
            "file_text", "window_claims", "window_experiment", "window_file_text", "conv_claims", "conv_experiment",
            "conv_file_text", "shortconv_claims", "shortconv_experiment", "shortconv_file_text", "write_files"]
 
@@ -185,9 +186,9 @@ def _paper(cell: Cell) -> dict[str, Any]:
             "item": "§6",
             "shows": ("the layers of DeltaNet, Gated DeltaNet and Mamba-2 as their papers build them, with a short "
                       f"causal convolution ({SHORTCONV_SIZE} taps) on their projected inputs; tokenmix's "
-                      f"conv_size={SHORTCONV_SIZE}, in {SHORTCONV_FILE}"),
-            "claims": [c["text"] for c in shortconv_claims()],
-            "not_here": "the same at 128 tokens; a short convolution beside the other mechanisms",
+                      f"conv_size={SHORTCONV_SIZE}, in {' and '.join(SHORTCONV_FILES.values())}"),
+            "claims": [c["text"] for n in SHORTCONV_FILES for c in shortconv_claims(n)],
+            "not_here": "a short convolution beside the other mechanisms",
         }]
     return table
 
@@ -283,7 +284,7 @@ def window_experiment() -> dict[str, Any]:
     paper = {
         "key": "005",
         "title": f"Recall at {WINDOW_LENGTH} tokens: a sliding window beside linear attention",
-        "data": (f"{_as_64_file()}; width 64; "
+        "data": (f"{_as_file()}; width 64; "
                  f"LoLCATs' sliding window + linear attention (elu + 1) with windows of {WINDOWS[0]} and {WINDOWS[1]} "
                  f"tokens (the window holds the value asked for {window_reach(WINDOWS[0]):.0%} and "
                  f"{window_reach(WINDOWS[1]):.0%} of the queries) and linear attention alone"),
@@ -298,16 +299,16 @@ def window_experiment() -> dict[str, Any]:
                        mixers, paper, window_claims())
 
 
-def _as_64_file() -> str:
-    cell = CELLS[64]
-    return (f"as `002-zoology-mqar-64`: MQAR, 64 tokens, {cell.pairs} pairs, {cell.train_size:,} training sequences "
-            f"(each seen once), 500 validation and 1,000 test")
+def _as_file(length: int = 64) -> str:
+    cell = CELLS[length]
+    return (f"as `002-zoology-mqar-{length}`: MQAR, {length} tokens, {cell.pairs} pairs, {cell.train_size:,} training "
+            f"sequences (each seen once), 500 validation and 1,000 test")
 
 
 def _added_file(base: dict[str, Any], name: str, what: str, mixers: list[dict[str, Any]], paper: dict[str, Any],
-                claims: list[dict[str, Any]]) -> dict[str, Any]:
-    """A file added beside the 64-token file (its task, model and training, as ``base``)."""
-    cell = CELLS[64]
+                claims: list[dict[str, Any]], length: int = 64) -> dict[str, Any]:
+    """A file added beside the file at ``length`` tokens (its task, model and training, as ``base``)."""
+    cell = CELLS[length]
     return {**base, "name": name,
             "description": (f"MQAR at {cell.length} tokens, {cell.pairs} pairs: {what}, rates chosen on validation, "
                             f"{len(SEEDS)} seeds."),
@@ -315,12 +316,13 @@ def _added_file(base: dict[str, Any], name: str, what: str, mixers: list[dict[st
             "mixers": mixers, "paper": paper, "claims": claims}
 
 
-def _added_text(kind: str, experiment: dict[str, Any]) -> str:
+def _added_text(kind: str, experiment: dict[str, Any], length: int = 64) -> str:
     """The TOML text of an added file, a header saying how it was made above the tables."""
-    cell = CELLS[64]
+    cell = CELLS[length]
     header = [
         f"# The recall sweep's {kind} file, written by tokenmix.training.recallsweep",
-        "# (scripts/zoology_files.py); its claims were fixed before any row. As the 64-token file: a learning-rate",
+        f"# (scripts/zoology_files.py); its claims were fixed before any row. As the {length}-token file: a "
+        "learning-rate",
         f"# stage on seed 0 ({', '.join(map(str, LRS))}, chosen on validation), then {len(SEEDS)} seeds at the",
         f"# chosen rate. {cell.steps} steps of {BATCH} sequences.",
     ]
@@ -373,7 +375,7 @@ def conv_experiment() -> dict[str, Any]:
     paper = {
         "key": "005",
         "title": f"Recall at {CONV_LENGTH} tokens: BaseConv with a long filter",
-        "data": (f"{_as_64_file()}; BaseConv with a long filter ({CONV_LENGTH} taps, one per position) at widths "
+        "data": (f"{_as_file()}; BaseConv with a long filter ({CONV_LENGTH} taps, one per position) at widths "
                  f"{' and '.join(map(str, CONV_WIDTHS))}, beside that file's softmax attention and BaseConv with "
                  f"its short filter (3 taps) at width 64"),
         "scale": (f"as `002-zoology-mqar-{CONV_LENGTH}` (its training, rates and seeds); added after that file ran, "
@@ -394,9 +396,11 @@ def conv_file_text() -> str:
 
 # DeltaNet, Gated DeltaNet and Mamba-2 were swept bare, without the short convolution their papers put on the
 # projected inputs (a one-layer shift that lets a key carry the token before it); tokenmix's ``conv_size`` came after
-# the files above ran. Their own file at 64 tokens, beside the 64-token file's runs of the same layers bare, of
-# linear attention and of softmax attention (the same configurations: recorded once and reused).
-SHORTCONV_FILE = "002-zoology-mqar-64-shortconv"
+# the files above ran. Their own file per length, beside that length's file's runs of the same layers bare, of
+# linear attention and of softmax attention (the same configurations: recorded once and reused). The 128-token one
+# was registered after the 64-token one had shown DeltaNet's filter at work, to ask whether it holds with length.
+SHORTCONV_FILES = {64: "002-zoology-mqar-64-shortconv", 128: "002-zoology-mqar-128-shortconv"}
+SHORTCONV_FILE = SHORTCONV_FILES[64]
 SHORTCONV_LENGTH = 64
 SHORTCONV_SIZE = 4  # the taps of all three papers' layers (fla's conv_size, Mamba-2's d_conv)
 SHORTCONV_MECHANISMS = {"deltanet": "DeltaNet", "gated_deltanet": "Gated DeltaNet", "mamba2": "Mamba-2"}
@@ -409,46 +413,51 @@ def _shortconv_label(label: str) -> str:
     return f"{label}-conv{SHORTCONV_SIZE}-d64"
 
 
-def shortconv_claims() -> list[dict[str, Any]]:
-    """The claims of :data:`SHORTCONV_FILE` (one Holm family, fixed before its rows)."""
+def shortconv_claims(length: int = SHORTCONV_LENGTH) -> list[dict[str, Any]]:
+    """The claims of the short-convolution file at ``length`` tokens (one Holm family, fixed before its rows)."""
     return [
-        *(_claim(f"{name} with its short convolution recalls more than without it at width 64 and 64 tokens", LAYERS,
-                 _shortconv_label(label), f"{label}-d64", added=True)
+        *(_claim(f"{name} with its short convolution recalls more than without it at width 64 and {length} tokens",
+                 LAYERS, _shortconv_label(label), f"{label}-d64", added=True)
           for label, name in SHORTCONV_MECHANISMS.items()),
         _claim("DeltaNet as its paper builds it (with the short convolution) recalls more than linear attention at "
-               "width 64 and 64 tokens", DELTANET, _shortconv_label("deltanet"), "linear-d64"),
-        _claim("Attention recalls more than DeltaNet with its short convolution at width 64 and 64 tokens", ZOOLOGY,
-               "softmax-d64", _shortconv_label("deltanet")),
+               f"width 64 and {length} tokens", DELTANET, _shortconv_label("deltanet"), "linear-d64"),
+        _claim(f"Attention recalls more than DeltaNet with its short convolution at width 64 and {length} tokens",
+               ZOOLOGY, "softmax-d64", _shortconv_label("deltanet")),
     ]
 
 
-def shortconv_experiment() -> dict[str, Any]:
-    """:data:`SHORTCONV_FILE` as a dict: the 64-token file's task, model and training; the three layers with their
-    short convolution beside that file's runs of them bare, of linear and of softmax attention."""
-    base = experiment(SHORTCONV_LENGTH)
+def shortconv_experiment(length: int = SHORTCONV_LENGTH) -> dict[str, Any]:
+    """The short-convolution file at ``length`` tokens as a dict: that length's file's task, model and training;
+    the three layers with their short convolution beside that file's runs of them bare, of linear and of softmax
+    attention."""
+    base = experiment(length)
     mixers: list[dict[str, Any]] = [{"label": f"{label}-d64", "name": label, "model": {"dim": 64}}
                                     for label in ("softmax", "linear", *SHORTCONV_MECHANISMS)]
     mixers += [{"label": _shortconv_label(label), "name": label, "options": {"conv_size": SHORTCONV_SIZE},
                 "model": {"dim": 64}} for label in SHORTCONV_MECHANISMS]
     names = ", ".join(SHORTCONV_MECHANISMS.values())
+    later = ("added after that file ran, since the option came later" if length == SHORTCONV_LENGTH else
+             f"registered while that file ran, after the {SHORTCONV_LENGTH}-token file "
+             f"(`{SHORTCONV_FILES[SHORTCONV_LENGTH]}`) had shown DeltaNet's filter at work, to ask whether it holds "
+             f"as the sequence grows")
     paper = {
         "key": "005",
-        "title": f"Recall at {SHORTCONV_LENGTH} tokens: {names} with their short convolution",
-        "data": (f"{_as_64_file()}; width 64; {names} with a short causal convolution of {SHORTCONV_SIZE} taps on "
+        "title": f"Recall at {length} tokens: {names} with their short convolution",
+        "data": (f"{_as_file(length)}; width 64; {names} with a short causal convolution of {SHORTCONV_SIZE} taps on "
                  f"their projected inputs (as their papers build the layers), beside that file's runs of the same "
                  f"layers without it, of linear attention and of softmax attention"),
-        "scale": (f"as `002-zoology-mqar-{SHORTCONV_LENGTH}` (its training, rates and seeds); added after that file "
-                  f"ran, since the option came later; its other runs are that file's (the same configurations: "
-                  f"recorded once and reused). Not run: 128 tokens"),
+        "scale": (f"as `002-zoology-mqar-{length}` (its training, rates and seeds); {later}; its other runs are that "
+                  f"file's (the same configurations: recorded once and reused)"
+                  + (". Not run: 128 tokens" if length == SHORTCONV_LENGTH else "")),
     }
-    return _added_file(base, SHORTCONV_FILE, f"{names} with their short convolution (width 64) beside the same "
-                                             f"layers without it, linear and softmax attention", mixers, paper,
-                       shortconv_claims())
+    return _added_file(base, SHORTCONV_FILES[length], f"{names} with their short convolution (width 64) beside the "
+                                                      f"same layers without it, linear and softmax attention", mixers,
+                       paper, shortconv_claims(length), length)
 
 
-def shortconv_file_text() -> str:
-    """The TOML text of :data:`SHORTCONV_FILE`."""
-    return _added_text("short-convolution", shortconv_experiment())
+def shortconv_file_text(length: int = SHORTCONV_LENGTH) -> str:
+    """The TOML text of the short-convolution file at ``length`` tokens."""
+    return _added_text("short-convolution", shortconv_experiment(length), length)
 
 
 def write_files(folder: Path) -> list[Path]:
@@ -460,7 +469,7 @@ def write_files(folder: Path) -> list[Path]:
         path.write_text(file_text(length))
         paths.append(path)
     for name, text in ((WINDOW_FILE, window_file_text()), (CONV_FILE, conv_file_text()),
-                       (SHORTCONV_FILE, shortconv_file_text())):
+                       *((SHORTCONV_FILES[n], shortconv_file_text(n)) for n in SHORTCONV_FILES)):
         path = Path(folder) / f"{name}.toml"
         path.write_text(text)
         paths.append(path)
