@@ -232,6 +232,28 @@ def test_the_recall_section_tabulates_the_sweep_and_draws_both_pictures(tmp_path
     assert "the dotted line is chance, 0.0078" in text and "shortcut ceiling" not in text  # no audit here
 
 
+def test_the_recall_values_leave_out_the_rows_verify_found_stale(tmp_path):
+    from tokenmix.report.recall import recall_values
+    from tokenmix.training.results import VERIFY_COLUMNS, write_csv
+
+    data = tmp_path / "docs"
+    data.mkdir()
+    (data / "002-zoology-mqar-64.csv").write_text("label,seed,value,code\nsoftmax-d64,0,0.99,old\n"
+                                                  "mamba2-d64,0,0.11,old\nmamba2-d64,1,0.13,new\n")
+    assert recall_values(data)[(64, "mamba2", 64)] == [0.11, 0.13]
+    write_csv(data / "002-zoology-mqar-64-verify.csv", VERIFY_COLUMNS, [
+        {"label": "mamba2-d64", "seed": 0, "config_hash": "h", "row_code": "old", "rerun_code": "new",
+         "rerun_commit": "c", "rerun_clean": "true", "torch": "t", "threads": "1", "cpu": "x", "reproduced": "false",
+         "difference": "value 0.11 -> 0.007", "date": "d", "cause": "code", "row_numerics": "", "row_host": "",
+         "numerics": "", "host": ""},
+        {"label": "softmax-d64", "seed": 0, "config_hash": "s", "row_code": "old", "rerun_code": "new",
+         "rerun_commit": "c", "rerun_clean": "true", "torch": "t", "threads": "1", "cpu": "x", "reproduced": "true",
+         "difference": "", "date": "d", "cause": "", "row_numerics": "", "row_host": "", "numerics": "",
+         "host": ""}])
+    values = recall_values(data)
+    assert values[(64, "mamba2", 64)] == [0.13] and values[(64, "softmax", 64)] == [0.99]
+
+
 def test_the_recall_pictures_carry_the_audited_shortcut_ceiling(tmp_path):
     from pathlib import Path
 

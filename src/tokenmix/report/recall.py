@@ -34,14 +34,18 @@ _ADDED_ELSEWHERE = tuple((n, f, _SHORT_CONV) for n, f in SHORTCONV_FILES.items()
 def recall_values(data: Path) -> dict[tuple[int, str, int], list[float]]:
     """(length, mechanism, width) -> the test accuracies of its seeds, from ``002-zoology-mqar-<N>.csv`` and the
     labels the files added beside it (window, long and short convolution) add (their other labels are the 64-token
-    file's runs, not counted twice)."""
-    from tokenmix.training.results import read_csv
+    file's runs, not counted twice). Rows ``--verify`` found stale are left out, as from every table of the report
+    (:meth:`~tokenmix.training.results.ResultsDir.stale_because`)."""
+    from tokenmix.training.results import ResultsDir
 
     values: dict[tuple[int, str, int], list[float]] = {}
     files = [(n, f"002-zoology-mqar-{n}", None) for n in LENGTHS] + [(STATE_LENGTH, f, own) for f, own in _ADDED]
     for n, name, only in files + list(_ADDED_ELSEWHERE):
-        for row in read_csv(data / f"{name}.csv")[1]:
+        record = ResultsDir(data, name)
+        for row in (record.rows() if record.csv.exists() else {}).values():
             found = _LABEL.match(row.get("label", ""))
+            if record.stale_because(row.get("code", ""), row["label"]) is not None:
+                continue
             if found and row.get("value") and (only is None or only.search(found["mechanism"])):
                 key = (n, found["mechanism"], int(found["width"]))
                 values.setdefault(key, []).append(float(row["value"]))

@@ -352,7 +352,7 @@ class ResultsDir:
     def _signature(self) -> tuple[Any, ...]:
         """What the staleness evidence is read from, as it is now: the folder's ledgers and configs, and this
         record's rows."""
-        files = [f for r in self.records() for f in (r.verify, r.configs)] + [self.csv]
+        files = [f for r in (self, *self.records()) for f in (r.verify, r.configs)] + [self.csv]
         return (str(self.directory.resolve()), self.name,
                 tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
 
