@@ -228,6 +228,14 @@ def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, An
 _READ: dict[tuple[Any, ...], Any] = {}
 
 
+def _file_state(path: Path) -> tuple[Any, ...]:
+    """What tells one state of a file from another: its size, times and inode, and for the small ledgers and rows
+    (not the configs, which only grow) a digest of the content, since two writes can share a timestamp tick."""
+    stat = path.stat()
+    digest = "" if path.name.endswith("-configs.json") else hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()
+    return str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, digest
+
+
 def _forget_old_reads() -> None:
     """Keep :data:`_READ` small in a long sweep, whose every recorded run changes the files' state."""
     if len(_READ) > 64:
@@ -353,8 +361,7 @@ class ResultsDir:
         """What the staleness evidence is read from, as it is now: the folder's ledgers and configs, and this
         record's rows."""
         files = [f for r in (self, *self.records()) for f in (r.verify, r.configs)] + [self.csv]
-        return (str(self.directory.resolve()), self.name,
-                tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
+        return (str(self.directory.resolve()), self.name, tuple(_file_state(f) for f in files if f.exists()))
 
     def _mechanism(self, digest: str) -> str:
         """:func:`mechanism_key` of the config recorded under ``digest``; ``"config <digest>"`` when the config
