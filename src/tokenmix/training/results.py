@@ -232,7 +232,8 @@ def _file_state(path: Path) -> tuple[Any, ...]:
     """What tells one state of a file from another: its size, times and inode, and for the small ledgers and rows
     (not the configs, which only grow) a digest of the content, since two writes can share a timestamp tick."""
     stat = path.stat()
-    digest = "" if path.name.endswith("-configs.json") else hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()
+    grows_only = path.name.endswith("-configs.json")
+    digest = "" if grows_only else hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()
     return str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, digest
 
 
