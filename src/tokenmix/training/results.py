@@ -338,8 +338,9 @@ class ResultsDir:
         ledger it is: one that did not reproduce makes the label's rows of that code stale (a learning-rate
         stage's rows at the other rates too), one that reproduced clears it. The code-wide presumption stays
         with the record whose ``--verify`` found it."""
-        ledger, foreign = self._evidence()
-        mine = self._mechanisms_by_label().get(label, set()) if label is not None else set()
+        state = self._signature()
+        ledger, foreign = self._evidence(state)
+        mine = self._mechanisms_by_label(state).get(label, set()) if label is not None else set()
         about_label = [v for v, mechanism in ledger if v["row_code"] == code
                        and (v["label"] == label or (mechanism and mechanism in mine))] + \
                       [v for v, mechanism in foreign if v["row_code"] == code and mechanism and mechanism in mine]
@@ -372,10 +373,12 @@ class ResultsDir:
         config = self.known_configs().get(digest)
         return mechanism_key(config) if isinstance(config, dict) else f"config {digest}"
 
-    def _evidence(self) -> tuple[list[tuple[dict[str, str], str]], list[tuple[dict[str, str], str]]]:
+    def _evidence(self, state: tuple[Any, ...]) -> tuple[list[tuple[dict[str, str], str]],
+                                                         list[tuple[dict[str, str], str]]]:
         """(this record's ``--verify`` ledger, the other records' ledger lines in this folder: :meth:`records`),
-        each line with the mechanism it reran (:meth:`_mechanism`), read once per state of the files."""
-        key = ("evidence", self._signature())
+        each line with the mechanism it reran (:meth:`_mechanism`), read once per ``state`` of the files
+        (:meth:`_signature`)."""
+        key = ("evidence", state)
         if key not in _READ:
             _forget_old_reads()
             foreign = [(v, r._mechanism(v["config_hash"])) for r in self.records() if r.name != self.name
@@ -383,10 +386,10 @@ class ResultsDir:
             _READ[key] = ([(v, self._mechanism(v["config_hash"])) for v in self.verifications()], foreign)
         return _READ[key]
 
-    def _mechanisms_by_label(self) -> dict[str, set[str]]:
+    def _mechanisms_by_label(self, state: tuple[Any, ...]) -> dict[str, set[str]]:
         """label -> the mechanism (:meth:`_mechanism`) of each of its recorded rows, and each row's config_hash as
-        one (what a ledger line of a record without the config is matched by)."""
-        key = ("mechanisms", self._signature())
+        one (what a ledger line of a record without the config is matched by), read once per ``state``."""
+        key = ("mechanisms", state)
         if key not in _READ:
             _forget_old_reads()
             out: dict[str, set[str]] = {}
