@@ -274,7 +274,7 @@ def test_exclusive_and_dependent_options():
 
 
 DDP_SCRIPT = """
-import os, sys, torch, torch.distributed as dist
+import gc, os, sys, torch, torch.distributed as dist
 torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
 from test_train import make_task, make_model
@@ -293,6 +293,10 @@ train(task, model, TrainConfig(max_steps=1, batch_size=32, grad_clip=None, patie
 if dist.get_rank() == 0:
     grads = {{n: p.grad for n, p in model.named_parameters()}}
     torch.save({{"grads": grads, "rows": seen, "world": dist.get_world_size()}}, {out!r})
+# Tear down in step: the DDP wrapper train() made is collected while its group lives, and neither rank
+# leaves before the other is done (a gloo pair torn down mid-exit aborted a rank once, in CI).
+gc.collect()
+dist.barrier()
 dist.destroy_process_group()
 """
 
