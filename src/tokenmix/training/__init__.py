@@ -7,8 +7,9 @@ bottom (a module imports only from those below it; ``docs/architecture.md`` has 
   ``--dry-run``), :mod:`.estimate` (the expected hours); :mod:`.executor` (one run, or cluster jobs through
   submitit), :mod:`.statesize` (each label's decoding state), :mod:`.lrstage` (the learning-rate stage);
 * what an experiment builds: :mod:`.build` (its task and each run's model);
-* the experiment file: :mod:`.experiment` (parsing, the runs), :mod:`.results` (the committed CSVs, the config
-  hash that keys them), :mod:`.recallsweep` (the recall sweep's files); :mod:`.entries`, :mod:`.overrides`,
+* the experiment file: :mod:`.experiment` (parsing, the runs), :mod:`.results` (the committed CSVs),
+  :mod:`.staleness` (which of their rows ``--verify`` makes stale), :mod:`.confighash` (the config hash that keys
+  them), :mod:`.recallsweep` (the recall sweep's files); :mod:`.entries`, :mod:`.overrides`,
   :mod:`.tomlfile` (a file's mixers, ``--set`` and budgets, TOML written back); :mod:`.schema`, :mod:`.config`
   (the checks, :class:`~tokenmix.training.config.TrainConfig`);
 * one run: :mod:`.loop` (the loop, its state and the evaluation rules), :mod:`.setup`, :mod:`.batches`,

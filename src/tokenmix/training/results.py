@@ -37,7 +37,6 @@ by the next ``tokenmix compare --results`` (:mod:`tokenmix.training.sweep`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from collections import Counter
@@ -46,15 +45,17 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import TrainConfig
+from .confighash import config_hash, mechanism_key, plain
 from .csvrecords import ResultsError, checked_rows, read_csv, upsert_rows, write_csv
 from .files import atomic_write_text
 from .gitcommit import git_commit
 from .provenance import PROVENANCE_COLUMNS
+from .staleness import stale_because, stale_codes
 
 __all__ = ["Twin", "COLUMNS", "HISTORY_COLUMNS", "CHANCE_COLUMNS", "HASH_COLUMN", "ROW_COLUMNS", "REPRODUCED_COLUMNS",
            "REPRODUCED_HISTORY", "VERIFY_COLUMNS", "ResultsDir", "ResultsError", "run_config", "config_hash",
-           "first_difference", "result_row", "recorded_row", "history_records", "chance_row", "typed", "read_csv",
-           "write_csv", "upsert_rows", "git_commit", "reproduction_difference"]
+           "mechanism_key", "first_difference", "result_row", "recorded_row", "history_records", "chance_row", "typed",
+           "read_csv", "write_csv", "upsert_rows", "git_commit", "reproduction_difference"]
 
 COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "value", "best_val", "best_epoch",
            "steps", "time_per_epoch_s", "time_to_target_s", "wall_s", "tokens_per_s", "peak_mem_mb", "train_cost",
@@ -91,32 +92,9 @@ def run_config(experiment: Any, run: Any, threads: int) -> dict[str, Any]:
     task.setdefault("seed", 0)
     if task["seed"] == "run":  # [task] seed = "run" (schema.RUN_SEED): the run's data come from its own seed
         task["seed"] = run.seed
-    return _plain({"task": task, "model": {k: v for k, v in run.model.items() if v is not None},
+    return plain({"task": task, "model": {k: v for k, v in run.model.items() if v is not None},
                    "mixer": run.mixer, "mixer_options": dict(run.mixer_options), "train": train, "seed": run.seed,
                    "threads": int(threads)})
-
-
-def _plain(value: Any) -> Any:
-    """Tuples as lists (as JSON writes them), so that a config read back from JSON compares equal."""
-    return json.loads(json.dumps(value))
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of ``config`` (sorted keys, no spaces), first 12 hex digits."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def mechanism_key(config: dict[str, Any]) -> str:
-    """:func:`config_hash` of a run's config without its seeds (``seed``, ``task.seed``) and learning rate
-    (``train.lr``): what picks the numbers a run starts from and steps by, not the code that computes them. Runs
-    with one key compute with the same code paths, so a code change that moves one of them moves them all."""
-    plain = _plain(config)
-    plain.pop("seed", None)
-    for section, field_name in (("task", "seed"), ("train", "lr")):
-        if isinstance(plain.get(section), dict):
-            plain[section].pop(field_name, None)
-    return config_hash(plain)
 
 
 def first_difference(old: Any, new: Any, path: str = "") -> str | None:
@@ -224,42 +202,11 @@ def reproduction_difference(recorded: dict[str, Any], history: list[dict[str, An
 
 
 # -- a results folder ------------------------------------------------------------------------------------
-# what ResultsDir has read, by the state of the files it read it from (ResultsDir._signature)
-_READ: dict[tuple[Any, ...], Any] = {}
-
-
-def _file_state(path: Path) -> tuple[Any, ...]:
-    """What tells one state of a file from another: its size, times and inode, and for the small ledgers and rows
-    (not the configs, which only grow) a digest of the content, since two writes can share a timestamp tick."""
-    stat = path.stat()
-    grows_only = path.name.endswith("-configs.json")
-    digest = "" if grows_only else hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()
-    return str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, digest
-
-
-def _forget_old_reads() -> None:
-    """Keep :data:`_READ` small in a long sweep, whose every recorded run changes the files' state."""
-    if len(_READ) > 64:
-        _READ.clear()
-
-
-def _is_code_failure(v: dict[str, str]) -> bool:
-    """A ``--verify`` ledger line whose rerun under other code and the same numerics did not reproduce its row (a
-    line from before causes were recorded counts as one)."""
-    return v["reproduced"] == "false" and v["row_code"] != v["rerun_code"] and v.get("cause", "") in ("", "code")
-
-
 def _provenance_pair(here: dict[str, str], there: dict[str, str]) -> str:
     """"code a vs b; numerics unpinned vs x86-avx2-cnr": what produced two rows, the numerics where they differ."""
     text = f"code {here.get('code') or '?'} vs {there.get('code') or '?'}"
     numerics = [row.get("numerics") or "unpinned" for row in (here, there)]
     return text + (f"; numerics {numerics[0]} vs {numerics[1]}" if numerics[0] != numerics[1] else "")
-
-
-def _stale_text(v: dict[str, str]) -> str:
-    """Why rows are stale, from the ``--verify`` ledger line of the rerun that did not reproduce one."""
-    return (f"its code {v['row_code'] or '(unknown)'} gives other results than code {v['rerun_code']} (commit "
-            f"{v['rerun_commit'] or '?'}): {v['label']} seed {v['seed']} rerun {v['date']} gave {v['difference']}")
 
 
 @dataclass(frozen=True)
@@ -308,96 +255,13 @@ class ResultsDir:
                                             VERIFY_COLUMNS, {"seed": int})]
 
     def stale_codes(self) -> dict[str, str]:
-        """code -> why rows of that code can be stale: a rerun of one of its rows under other code and the same
-        numerics (cause "code"; a ledger line from before causes were recorded counts as one) did not reproduce it.
-        A rerun whose numerics differed too (cause "code or host") cannot blame the code and keeps the rows, as
-        ``--verify`` says when it finds it; reruns under the same code that differ show nondeterminism or the
-        host, not staleness, and are left to :meth:`provenance_summary`. Which of the code's rows are stale is
-        :meth:`stale_because`'s: a label whose own rerun reproduced under the newer code keeps its rows."""
-        return {code: _stale_text(failures[-1]) for code, failures in self._code_failures().items()}
-
-    def _code_failures(self) -> dict[str, list[dict[str, str]]]:
-        """code -> the ledger's reruns under other code and the same numerics that did not reproduce its rows."""
-        out: dict[str, list[dict[str, str]]] = {}
-        for v in self.verifications():
-            if _is_code_failure(v):
-                out.setdefault(v["row_code"], []).append(v)
-        return out
+        """code -> why rows of that code can be stale (:func:`~tokenmix.training.staleness.stale_codes`)."""
+        return stale_codes(self)
 
     def stale_because(self, code: str, label: str | None = None) -> str | None:
-        """Why the rows of ``label`` recorded under ``code`` are stale, or None when they are not. They are when a
-        rerun of a row of that code under newer code did not reproduce it (:meth:`stale_codes`), unless, for each
-        such newer code, a rerun of ``label``'s own row of ``code`` under it reproduced exactly: a code change that
-        alters one mechanism's computation (a regrouped projection) leaves a label it provably does not touch --
-        every column and evaluation of a whole run bitwise equal -- with its rows. ``label=None``: every row of
-        ``code`` (the code-wide rule, for a row whose label is not known here).
-
-        What a rerun shows about one mechanism travels: to the label's other seeds and learning rates, and to the
-        other records of the folder. A rerun is about ``label`` when the config it reran is, but for its seeds and
-        learning rate (:func:`mechanism_key`), the config of one of the label's rows, in whichever record's
-        ledger it is: one that did not reproduce makes the label's rows of that code stale (a learning-rate
-        stage's rows at the other rates too), one that reproduced clears it. The code-wide presumption stays
-        with the record whose ``--verify`` found it."""
-        state = self._signature()
-        ledger, foreign = self._evidence(state)
-        mine = self._mechanisms_by_label(state).get(label, set()) if label is not None else set()
-        about_label = [v for v, mechanism in ledger if v["row_code"] == code
-                       and (v["label"] == label or (mechanism and mechanism in mine))] + \
-                      [v for v, mechanism in foreign if v["row_code"] == code and mechanism and mechanism in mine]
-        own = [v for v in about_label if _is_code_failure(v)]
-        if own:
-            return _stale_text(own[-1])
-        failures = [v for v, _ in ledger if v["row_code"] == code and _is_code_failure(v)]
-        if not failures:
-            return None
-        if label is None:
-            return _stale_text(failures[-1])
-        cleared = {v["rerun_code"] for v in about_label if v["reproduced"] == "true"}
-        uncleared = [v for v in failures if v["rerun_code"] not in cleared]
-        if not uncleared:
-            return None
-        v = uncleared[-1]
-        return f"{_stale_text(v)}; no rerun of {label} under code {v['rerun_code']} reproduced its row"
-
-    def _signature(self) -> tuple[Any, ...]:
-        """What the staleness evidence is read from, as it is now: the folder's ledgers and configs, and this
-        record's rows."""
-        files = [f for r in (self, *self.records()) for f in (r.verify, r.configs)] + [self.csv]
-        return (str(self.directory.resolve()), self.name, tuple(_file_state(f) for f in files if f.exists()))
-
-    def _mechanism(self, digest: str) -> str:
-        """:func:`mechanism_key` of the config recorded under ``digest``; ``"config <digest>"`` when the config
-        is not known (matched by the hash alone); empty for no digest."""
-        if not digest:
-            return ""
-        config = self.known_configs().get(digest)
-        return mechanism_key(config) if isinstance(config, dict) else f"config {digest}"
-
-    def _evidence(self, state: tuple[Any, ...]) -> tuple[list[tuple[dict[str, str], str]],
-                                                         list[tuple[dict[str, str], str]]]:
-        """(this record's ``--verify`` ledger, the other records' ledger lines in this folder: :meth:`records`),
-        each line with the mechanism it reran (:meth:`_mechanism`), read once per ``state`` of the files
-        (:meth:`_signature`)."""
-        key = ("evidence", state)
-        if key not in _READ:
-            _forget_old_reads()
-            foreign = [(v, r._mechanism(v["config_hash"])) for r in self.records() if r.name != self.name
-                       for v in r.verifications()]
-            _READ[key] = ([(v, self._mechanism(v["config_hash"])) for v in self.verifications()], foreign)
-        return _READ[key]
-
-    def _mechanisms_by_label(self, state: tuple[Any, ...]) -> dict[str, set[str]]:
-        """label -> the mechanism (:meth:`_mechanism`) of each of its recorded rows, and each row's config_hash as
-        one (what a ledger line of a record without the config is matched by), read once per ``state``."""
-        key = ("mechanisms", state)
-        if key not in _READ:
-            _forget_old_reads()
-            out: dict[str, set[str]] = {}
-            for (label, _), row in (self.rows() if self.csv.exists() else {}).items():
-                digest = row.get(HASH_COLUMN, "")
-                out.setdefault(label, set()).update({self._mechanism(digest), f"config {digest}"})
-            _READ[key] = out
-        return _READ[key]
+        """Why the rows of ``label`` recorded under ``code`` are stale, or None when they are not
+        (:func:`~tokenmix.training.staleness.stale_because`: per mechanism, from every ledger of the folder)."""
+        return stale_because(self, code, label)
 
     def provenance_summary(self) -> list[dict[str, Any]]:
         """Per code version of the recorded rows, in order of first appearance: its rows, commits, torch
