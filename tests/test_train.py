@@ -251,11 +251,44 @@ def test_bf16_autocast_runs():
     assert all(math.isfinite(v) for v in (result.history[0].train_loss, result.history[0].val_loss))
 
 
+def _flushing() -> bool:
+    return torch.tensor([1e-45], dtype=torch.float32).item() == 0.0  # the smallest subnormal reads back as 0
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_flush_denormal_holds_while_training_and_is_put_back(flush):
+    task = make_task()
+    seen = []
+    original = task.loss
+
+    def loss(model, batch):
+        seen.append(_flushing())
+        return original(model, batch)
+
+    task.loss = loss
+    assert not _flushing()
+    train(task, make_model(task), TrainConfig(max_steps=2, batch_size=32, flush_denormal=flush))
+    assert seen and set(seen) == {flush}  # every training and evaluation batch
+    assert not _flushing()
+
+
+def test_flush_denormal_changes_the_config_hash_only_when_set():
+    from tokenmix.training.experiment import Experiment
+    from tokenmix.training.results import config_hash, run_config
+
+    def hash_with(**train):
+        experiment = Experiment.from_dict({"name": "x", "task": {"name": "listops", "preset": "quick"},
+                                           "mixers": ["softmax"], "train": {"max_steps": 2, **train}})
+        return config_hash(run_config(experiment, experiment.runs("classification")[0], 1))
+
+    assert hash_with() == hash_with(flush_denormal=False) != hash_with(flush_denormal=True)
+
+
 @pytest.mark.parametrize("field, value", [
     ("max_steps", 0), ("epochs", -1), ("batch_size", 0), ("lr", -1.0), ("lr", float("nan")),
     ("weight_decay", -0.1), ("warmup_steps", -1), ("grad_clip", 0.0), ("eval_every", 0),
     ("eval_batch_size", 0), ("patience", 0), ("target", float("inf")), ("target_k", 0), ("seed", -1),
-    ("device", "nonsense"), ("checkpoint_every", 0), ("bf16", 1), ("progress", "yes"),
+    ("device", "nonsense"), ("checkpoint_every", 0), ("bf16", 1), ("flush_denormal", 1), ("progress", "yes"),
 ])
 def test_bad_config_values_raise(field, value):
     task = make_task()

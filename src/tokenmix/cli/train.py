@@ -40,6 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--eval-every", type=int, help="steps between evaluations (default: once per epoch)")
     tr.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
     tr.add_argument("--bf16", action="store_true", help="train and evaluate under bfloat16 autocast")
+    tr.add_argument("--flush-denormal", action="store_true", help="flush subnormal floats to zero on the CPU: "
+                    "faster where activations grow (Performer, softmax), other results where a subnormal occurs")
     tr.add_argument("--tensorboard", action="store_true", help="also write tensorboard scalars to "
                     "<out>/tensorboard (needs --out and the tensorboard package)")
     tr.add_argument("--device", default="cpu", help="where the model trains, e.g. cpu, cuda or cuda:1")
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> None:
         model = task.build_model(mixer, dim=args.dim, depth=args.depth, num_heads=args.heads, protocol=args.protocol)
         config = TrainConfig.preset(args.train_preset, max_steps=args.max_steps, epochs=args.epochs,
                                     eval_every=args.eval_every, seed=args.seed, out_dir=args.out,
-                                    resume=args.resume, bf16=args.bf16, tensorboard=args.tensorboard,
+                                    resume=args.resume, bf16=args.bf16, flush_denormal=args.flush_denormal,
+                                    tensorboard=args.tensorboard,
                                     device=args.device, **given)
         result = train(task, model, config)
     except (ValueError, ImportError) as error:  # bad settings, or tensorboard not installed

@@ -53,7 +53,7 @@ from ..training.config import TrainConfig
 from ..training.files import atomic_write_text
 from ..training.build import build_model, make_task
 from ..training.experiment import Experiment, RunSpec
-from ..training.loop import make_scheduler, train_step
+from ..training.loop import flushed_denormals, make_scheduler, train_step
 from ..training.setup import make_optimizer, plan_run
 
 __all__ = ["COLUMNS", "StepCase", "training_cases", "time_training_steps", "time_scaling", "slopes", "Slope",
@@ -93,13 +93,18 @@ def _runs(experiment: Experiment, task: Task, labels: Iterable[str] | None) -> l
 def _step(task: Task, model: torch.nn.Module, config: TrainConfig, batch: Any,
           total_steps: int) -> Callable[[], float]:
     """The trainer's step on ``batch`` with a fresh optimiser and scheduler, as :func:`tokenmix.training.loop.train`
-    sets them up (device, train mode, bf16 autocast when the config asks)."""
+    sets them up (device, train mode, bf16 autocast and flushed subnormals when the config asks)."""
     device = torch.device(config.device)
     model.to(device).train()
     optimizer = make_optimizer(model, config)
     scheduler = make_scheduler(optimizer, config, total_steps)
     ctx = torch.autocast(device.type, dtype=torch.bfloat16) if config.bf16 else contextlib.nullcontext()
-    return lambda: train_step(task, model, batch, optimizer, scheduler, ctx, config.grad_clip)
+
+    def step() -> float:
+        with flushed_denormals(config.flush_denormal):
+            return train_step(task, model, batch, optimizer, scheduler, ctx, config.grad_clip)
+
+    return step
 
 
 def _interleaved(name: str, kind: str, cases: list[StepCase], *, rounds: int, threads: int, min_run_time: float,

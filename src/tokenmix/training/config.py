@@ -55,6 +55,7 @@ class TrainConfig:
     cost_window: int = 2000  # training cost: median per-batch loss over the last cost_window batches (Chen 2023 §6)
     locality_window: int | None = None  # after training: the test split's attention mass within this many positions
     bf16: bool = False  # torch.autocast(device_type, dtype=torch.bfloat16)
+    flush_denormal: bool = False  # subnormal floats flushed to zero on the CPU while training (see loop.train)
     seed: int = 0
     device: str = "cpu"
     out_dir: str | None = None  # checkpoints + logs written here when set
@@ -133,7 +134,7 @@ class TrainConfig:
             self._bad("target", "None or a finite float")
 
     def _check_switches(self) -> None:
-        for name in ("bf16", "resume", "tensorboard"):
+        for name in ("bf16", "flush_denormal", "resume", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
                 self._bad(name, "a bool")
         if self.progress is not None and not isinstance(self.progress, bool):

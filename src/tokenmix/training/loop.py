@@ -79,7 +79,7 @@ import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -94,7 +94,7 @@ from .locality import LocalityMeter
 from .reporting import Reporter
 from .setup import PeakMemory, RunPlan, make_optimizer, plan_run, wrap_ddp
 
-__all__ = ["train", "lr_factor", "make_scheduler", "train_step", "LoopState", "EvalTracker"]
+__all__ = ["train", "lr_factor", "make_scheduler", "train_step", "flushed_denormals", "LoopState", "EvalTracker"]
 
 _CHECKPOINT_VERSION = 1
 
@@ -319,6 +319,37 @@ def train(task: Task, model: nn.Module, config: TrainConfig, *,
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     config.validate()  # again: a field may have been changed since construction
+    with flushed_denormals(config.flush_denormal):
+        return _train(task, model, config, on_step)
+
+
+@contextlib.contextmanager
+def flushed_denormals(flush: bool) -> Iterator[None]:
+    """With ``flush``, subnormal floats are flushed to zero (``torch.set_flush_denormal``: FTZ and DAZ on x86)
+    inside, and the setting is put back after. x86 CPUs compute with subnormals in microcode, tens of times slower:
+    Performer's random features, softmax's small probabilities and Mamba-2's decays become subnormal once
+    activations grow, and a training step slows 2-11x (``benchmarks/denormals.py``). Flushing changes any result a
+    subnormal reaches, so it is a config field (in the config hash), off by default. It covers the thread that
+    trains and the threads it starts after; PyTorch's intra-op threads started before keep their setting."""
+    if not flush:
+        yield
+        return
+    before = _flushing()
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(before)
+
+
+def _flushing() -> bool:
+    """Whether this thread flushes subnormals now (PyTorch has no getter): the smallest subnormal float32 made
+    from a double reads back as 0 when it does."""
+    return torch.tensor([1e-45], dtype=torch.float32).item() == 0.0
+
+
+def _train(task: Task, model: nn.Module, config: TrainConfig,
+           on_step: Callable[[int, int, float | None], None] | None) -> TrainResult:
     plan = plan_run(task, config)
     torch.manual_seed(config.seed + plan.rank)
     model.to(plan.device)
