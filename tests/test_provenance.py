@@ -209,6 +209,30 @@ def test_each_verification_is_recorded_and_committed_as_it_is_made(recorded, tmp
     assert status.stdout.strip() == ""  # the ledger is committed, nothing left over
 
 
+def test_a_verify_stopped_within_a_seed_keeps_the_reruns_it_finished(recorded, tmp_path, monkeypatch):
+    """Every rerun is compared and written as its run finishes, not when its seed's other reruns are done."""
+    import tokenmix.training.verify as verify_module
+
+    docs = copy_docs(recorded, tmp_path)
+    real = verify_module.compare
+
+    def stopped_after_the_first_run(*args, on_finished, **kwargs):
+        def first_then_stop(p, result):
+            on_finished(p, result)
+            raise KeyboardInterrupt
+
+        return real(*args, on_finished=first_then_stop, **kwargs)
+
+    monkeypatch.setattr(verify_module, "compare", stopped_after_the_first_run)
+    with pytest.raises(KeyboardInterrupt):
+        verify(recorded[1], docs, 1, tmp_path / "verify", progress=False)
+    ledger = ResultsDir(docs, recorded[1].name).verifications()
+    assert [(r["label"], r["seed"], r["reproduced"]) for r in ledger] == [("relation", "0", "true")]
+    monkeypatch.undo()
+    again = verify(recorded[1], docs, 1, tmp_path / "verify", progress=False)  # relation seed 0 is done
+    assert [(r["label"], r["seed"]) for r in again] == [("relation", 1), ("mlp", 0)]
+
+
 def test_a_rerun_that_differs_under_the_same_code_keeps_the_rows_and_the_report_says_so(recorded, tmp_path):
     from tokenmix.report.document import not_pooled
     from tokenmix.report.notes import provenance_note

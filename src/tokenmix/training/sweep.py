@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..tabulate import text_table
 from ..tasks import Task, task_info
@@ -125,7 +125,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
             dry_run: bool = False, progress: bool | None = None, results_dir: str | Path | None = None,
             commit: bool = False, executor: str = "local", cluster_options: dict[str, Any] | None = None,
             left_out: dict[str, frozenset] | None = None, reuse: bool = True, pin: bool = True,
-            repin: bool = False) -> list[dict[str, Any]]:
+            repin: bool = False, on_finished: Callable[[PlannedRun, dict[str, Any]], None] | None = None
+            ) -> list[dict[str, Any]]:
     """Run ``experiment`` into ``out_dir`` (see the module docstring) and return the result rows.
 
     ``jobs`` runs train at once, each in its own process with ``[train] threads`` torch threads (default:
@@ -141,6 +142,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     parameters ``cluster_options`` (:func:`~tokenmix.training.executor.submit_runs`; ``jobs`` and ``isolate``
     then do not apply). ``left_out``: per claim,
     the seeds (rounds) it is not judged on (:func:`~.power.judged_on`), which the dry run's p counts without.
+    ``on_finished(run, result)`` is called in this process as each run it trains finishes (after it is recorded;
+    with submitit, once every job is in).
 
     While it trains, the sweep holds the lock of ``out_dir`` (:class:`~tokenmix.training.locks.FolderLock`), and
     with ``results_dir`` that of this experiment's record there (:func:`record_lock`): a second sweep into the
@@ -162,7 +165,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
     if has_lr_stage(experiment):
         return _two_stages(experiment, out, dry_run=dry_run, left_out=left_out, jobs=jobs, isolate=isolate,
                            progress=progress, results_dir=results_dir, commit=commit, executor=executor,
-                           cluster_options=cluster_options, reuse=reuse, pin=pin, repin=repin)
+                           cluster_options=cluster_options, reuse=reuse, pin=pin, repin=repin,
+                           on_finished=on_finished)
     if dry_run:  # as the task states itself where it can: no data loaded (or fetched)
         print(dry_run_table(experiment, *plan(experiment, plan_task(experiment)), jobs=jobs, results_dir=results_dir,
                             left_out=left_out))
@@ -175,7 +179,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, jobs: int = 1, isola
             _record_lock(results_dir, experiment.name, out), disk_full_guard(out):
         return _compare_locked(experiment, out, task, planned, jobs=jobs, isolate=isolate, progress=progress,
                                results_dir=results_dir, commit=commit, executor=executor,
-                               cluster_options=cluster_options, reuse=reuse and not repin, pin=pin, repin=repin)
+                               cluster_options=cluster_options, reuse=reuse and not repin, pin=pin, repin=repin,
+                               on_finished=on_finished)
 
 
 def _two_stages(experiment: Experiment, out: Path, *, dry_run: bool, left_out: dict[str, frozenset] | None,
@@ -219,7 +224,9 @@ def _record_lock(results_dir: str | Path | None, name: str, out: Path) -> Any:
 def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list[PlannedRun], *, jobs: int,
                     isolate: bool, progress: bool | None, results_dir: str | Path | None, commit: bool,
                     executor: str, cluster_options: dict[str, Any] | None, reuse: bool = True,
-                    pin: bool = True, repin: bool = False) -> list[dict[str, Any]]:
+                    pin: bool = True, repin: bool = False,
+                    on_finished: Callable[[PlannedRun, dict[str, Any]], None] | None = None
+                    ) -> list[dict[str, Any]]:
     """:func:`compare` once the out folder is locked."""
     check_out_dir(out, experiment)
     atomic_write_text(out / CONFIG_FILE, to_toml(experiment.to_dict()))
@@ -256,6 +263,8 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
             with disk_full_guard(record.directory):
                 record.save_run(result_row(experiment, p.spec, result), COLUMNS, result["history"],
                                 run_config(experiment, p.spec, threads), task)
+        if on_finished is not None:
+            on_finished(p, result)
 
     data = experiment.to_dict()
     with interrupt_on_sigterm():
@@ -263,6 +272,9 @@ def _compare_locked(experiment: Experiment, out: Path, task: Task, planned: list
             with pinned_numerics() if pin else contextlib.nullcontext():  # the jobs' environment is the submitter's
                 results.update(submit_runs([p.spec for p in todo], data, out, threads, options=cluster_options,
                                            results_dir=results_dir, commit=commit, progress=progress))
+            for p in todo:  # the jobs record their own rows; they are all in when submit_runs returns
+                if on_finished is not None and p.spec.key in results:
+                    on_finished(p, results[p.spec.key])
             todo = []
         bar = Progress(planned, set(results) | set(recorded), progress if todo else False)
         try:

@@ -12,7 +12,7 @@ every unchecked code,
 and compares the rerun with the row on every column
 the weights determine (:data:`~tokenmix.training.results.REPRODUCED_COLUMNS` and the evaluations'
 :data:`~tokenmix.training.results.REPRODUCED_HISTORY`, as rounded in the CSVs; times, memory and provenance are
-measurements, not results). Each rerun is appended to ``<name>-verify.csv`` as soon as it is compared (and
+measurements, not results). Each rerun is appended to ``<name>-verify.csv`` as soon as its run finishes (and
 committed with ``--commit``), so that a verify stopped part-way keeps what it found.
 
 A rerun runs under the row's own numerics where it can (:mod:`~tokenmix.training.numerics`): pinned for a pinned
@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from .numerics import PINNED, same_numerics_key
 from .provenance import code_version, git_state
 from .results import (COLUMNS, ResultsDir, config_hash, history_records, reproduction_difference, result_row,
                       run_config, typed)
-from .sweep import RESULT_FILE, compare, plan, run_dir
+from .sweep import RESULT_FILE, PlannedRun, compare, plan, run_dir
 
 __all__ = ["choose", "choose_per_code", "verify", "verify_plan", "cause"]
 
@@ -185,37 +186,54 @@ def verify(experiment: Experiment, results_dir: str | Path, k: int, out_dir: str
     for row in chosen:  # a pinned row is rerun pinned, an unpinned one with the host's own numerics
         by_seed.setdefault((int(row["seed"]), row.get("numerics") == PINNED), []).append(row["label"])
     added: list[dict[str, Any]] = []
+
+    def compare_rerun(task: Any, p: PlannedRun, result: dict[str, Any]) -> None:
+        """Compare one rerun with its row and write it to the ledger (and commit it) at once, as its run finishes:
+        a verify stopped part-way loses none it has finished."""
+        if any((r["label"], r["seed"]) == (p.spec.label, p.spec.seed) for r in added):
+            return
+        added.append(_compared(record, experiment, p, result, histories, threads, (code, commit_id, clean)))
+        if added[-1]["cause"] == "code":
+            # a run of the current code with the row's config: it replaces the stale row at once
+            record.save_run(result_row(experiment, p.spec, result), COLUMNS, result["history"],
+                            run_config(experiment, p.spec, threads), task)
+        record.add_verifications(added[-1:])
+
     for (seed, pinned), labels in by_seed.items():
         part = _only(experiment, labels, seed)
         tag = hashlib.sha256(json.dumps(sorted(labels)).encode()).hexdigest()[:6]
         out = Path(out_dir) / code / f"seed{seed}-{tag}" / ("pinned" if pinned else "host")
-        compare(part, out, jobs=jobs, progress=progress, pin=pinned)
         task, planned = plan(part, _plan_task(part))
-        for p in planned:
-            result = json.loads((run_dir(out, p.spec) / RESULT_FILE).read_text())
-            rerun = result_row(experiment, p.spec, result)
-            rerun_history = history_records(p.spec.label, seed, result["history"])
-            old = rows_of(record, p.spec.label, seed)
-            difference = reproduction_difference(old, histories.get((p.spec.label, seed), []), rerun, rerun_history)
-            prov = result.get("provenance", {})
-            recorded = {k: str(old.get(k, "")) for k in ("code", "numerics", "host", "cpu")}
-            why = "" if difference is None else cause(recorded, {"code": prov.get("code", code), **prov})
-            added.append({"label": p.spec.label, "seed": seed, "config_hash": old.get("config_hash", ""),
-                          "row_code": old.get("code", ""), "rerun_code": prov.get("code", code),
-                          "rerun_commit": prov.get("commit", commit_id), "rerun_clean": prov.get("clean", clean),
-                          "torch": prov.get("torch", ""), "threads": prov.get("threads", threads),
-                          "cpu": prov.get("cpu", ""), "reproduced": "true" if difference is None else "false",
-                          "difference": difference or "", "cause": why,
-                          "row_numerics": old.get("numerics", ""), "row_host": old.get("host", ""),
-                          "numerics": prov.get("numerics", ""), "host": prov.get("host", ""),
-                          "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")})
-            if why == "code":
-                # a run of the current code with the row's config: it replaces the stale row at once
-                record.save_run(rerun, COLUMNS, result["history"], run_config(experiment, p.spec, threads),
-                                task)
-            record.add_verifications(added[-1:])  # each as it is made (and committed): a stopped verify loses none
+        compare(part, out, jobs=jobs, progress=progress, pin=pinned, on_finished=partial(compare_rerun, task))
+        for p in planned:  # runs that had finished before this call (a verify resumed): compared now
+            compare_rerun(task, p, json.loads((run_dir(out, p.spec) / RESULT_FILE).read_text()))
     print(verify_table(added), flush=True)
     return added
+
+
+def _compared(record: ResultsDir, experiment: Experiment, p: PlannedRun, result: dict[str, Any],
+              histories: dict[tuple[str, int], list[dict[str, Any]]], threads: int,
+              here: tuple[str, str, str]) -> dict[str, Any]:
+    """The ledger line (:data:`~tokenmix.training.results.VERIFY_COLUMNS`) of the rerun ``result`` of ``p`` against
+    its recorded row; ``here``: this checkout's (code, commit, clean), where the result does not say."""
+    code, commit_id, clean = here
+    label, seed = p.spec.label, p.spec.seed
+    rerun = result_row(experiment, p.spec, result)
+    old = rows_of(record, label, seed)
+    difference = reproduction_difference(old, histories.get((label, seed), []), rerun,
+                                         history_records(label, seed, result["history"]))
+    prov = result.get("provenance", {})
+    recorded = {k: str(old.get(k, "")) for k in ("code", "numerics", "host", "cpu")}
+    why = "" if difference is None else cause(recorded, {"code": prov.get("code", code), **prov})
+    return {"label": label, "seed": seed, "config_hash": old.get("config_hash", ""),
+            "row_code": old.get("code", ""), "rerun_code": prov.get("code", code),
+            "rerun_commit": prov.get("commit", commit_id), "rerun_clean": prov.get("clean", clean),
+            "torch": prov.get("torch", ""), "threads": prov.get("threads", threads),
+            "cpu": prov.get("cpu", ""), "reproduced": "true" if difference is None else "false",
+            "difference": difference or "", "cause": why,
+            "row_numerics": old.get("numerics", ""), "row_host": old.get("host", ""),
+            "numerics": prov.get("numerics", ""), "host": prov.get("host", ""),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")}
 
 
 def rows_of(record: ResultsDir, label: str, seed: int) -> dict[str, Any]:
