@@ -272,6 +272,41 @@ def test_flush_denormal_holds_while_training_and_is_put_back(flush):
     assert not _flushing()
 
 
+def test_flush_denormal_is_refused_where_intra_op_threads_would_keep_subnormals():
+    task = make_task()
+    torch.set_num_threads(2)  # the autouse fixture puts 1 back
+    torch.full((1 << 20,), 1.0).mul_(2.0)  # a parallel operation: the intra-op threads start, not flushing
+    with pytest.raises(ValueError, match="flush_denormal: PyTorch's intra-op threads"):
+        train(task, make_model(task), TrainConfig(max_steps=2, batch_size=32, flush_denormal=True))
+    assert not _flushing()  # put back
+
+
+def test_a_sweep_run_flushes_from_its_start_in_every_thread(tmp_path):
+    """A spawned run with two threads: set before its first operation, the setting reaches the intra-op threads."""
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import tokenmix.training.loop as loop
+        from tokenmix.training.executor import run_one
+        from tokenmix.training.experiment import load_experiment
+        seen = []
+        real = loop.train_step
+        def step(*args, **kwargs):
+            seen.append(int(loop._subnormals(1 << 20).mul_(2.0).count_nonzero()))  # split among the threads
+            return real(*args, **kwargs)
+        loop.train_step = step
+        experiment = load_experiment(None, ["task.name='recall'", "model.dim=16", "model.depth=1",
+                                            "train.max_steps=2", "train.batch_size=16", "mixers=['softmax']",
+                                            "train.flush_denormal=true", "report.plots=[]"])
+        run_one(experiment.to_dict(), "softmax", 0, {str(tmp_path / "out")!r}, 2)
+        print("NONZERO", sorted(set(seen)))
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "NONZERO [0]" in proc.stdout
+
+
 def test_flush_denormal_changes_the_config_hash_only_when_set():
     from tokenmix.training.experiment import Experiment
     from tokenmix.training.results import config_hash, run_config

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..tasks import task_info
 from .checkpoint import Checkpointer, set_aside_damaged
 from .config import TrainResult
 from .build import build_model, make_task
@@ -37,7 +38,7 @@ from .warmstart import load_teacher, split_warm_start, teacher_file, transfer_st
 from .experiment import Experiment, RunSpec
 from .schema import RUN_SEED
 from .files import atomic_write_text, disk_full_guard, move_aside
-from .loop import train
+from .loop import flushed_denormals, train
 from .provenance import provenance
 from .results import COLUMNS, ResultsDir, git_commit, result_row, run_config
 
@@ -78,11 +79,21 @@ def read_result(folder: Path) -> dict[str, Any] | None:
 def _train_run(experiment_dict: dict[str, Any], label: str, seed: int, out_dir: str, threads: int,
                report: Callable[[str, int, int, float | None], None] | Any = None
                ) -> tuple[dict[str, Any], Experiment, RunSpec, Any]:
-    """:func:`run_one`, also returning the experiment, the run and the task it made."""
-    torch.set_num_threads(threads)
+    """:func:`run_one`, also returning the experiment, the run and the task it made. With ``[train]
+    flush_denormal`` the process flushes subnormals from before its first operation, so that every intra-op thread
+    does (:func:`~tokenmix.training.loop.flushed_denormals`)."""
     experiment = Experiment.from_dict(experiment_dict)
+    run = next(r for r in experiment.runs(task_info(experiment.task["name"]).kind)
+               if r.label == label and r.seed == seed)
+    with flushed_denormals(experiment.train_config(run).flush_denormal):
+        return _train_run_flushed(experiment, run, seed, out_dir, threads, report)
+
+
+def _train_run_flushed(experiment: Experiment, run: RunSpec, seed: int, out_dir: str, threads: int,
+                       report: Callable[[str, int, int, float | None], None] | Any
+                       ) -> tuple[dict[str, Any], Experiment, RunSpec, Any]:
+    torch.set_num_threads(threads)
     task = make_task(experiment, seed)  # [task] seed = "run": this run's data, drawn from its seed
-    run = next(r for r in experiment.runs(task.info.kind) if r.label == label and r.seed == seed)
     folder = run_dir(Path(out_dir), run)
     with disk_full_guard(folder):
         set_aside_damaged(folder)

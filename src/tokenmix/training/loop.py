@@ -329,13 +329,22 @@ def flushed_denormals(flush: bool) -> Iterator[None]:
     inside, and the setting is put back after. x86 CPUs compute with subnormals in microcode, tens of times slower:
     Performer's random features, softmax's small probabilities and Mamba-2's decays become subnormal once
     activations grow, and a training step slows 2-11x (``benchmarks/denormals.py``). Flushing changes any result a
-    subnormal reaches, so it is a config field (in the config hash), off by default. It covers the thread that
-    trains and the threads it starts after; PyTorch's intra-op threads started before keep their setting."""
+    subnormal reaches, so it is a config field (in the config hash), off by default.
+
+    The setting is per thread, and PyTorch's intra-op threads keep the one they started with: a process that has
+    already run a parallel operation would flush in some threads and not in others, so that is refused (a
+    ``ValueError``); ``tokenmix compare``'s runs set it when their process starts."""
     if not flush:
         yield
         return
     before = _flushing()
     torch.set_flush_denormal(True)
+    if not _every_thread_flushes():
+        torch.set_flush_denormal(before)
+        raise ValueError("TrainConfig.flush_denormal: PyTorch's intra-op threads were started before it was set and "
+                         "keep subnormals, so some of a step's arithmetic would flush them and some not; call "
+                         "torch.set_flush_denormal(True) before the first parallel operation of the process, or "
+                         "train with torch.set_num_threads(1)")
     try:
         yield
     finally:
@@ -346,6 +355,18 @@ def _flushing() -> bool:
     """Whether this thread flushes subnormals now (PyTorch has no getter): the smallest subnormal float32 made
     from a double reads back as 0 when it does."""
     return torch.tensor([1e-45], dtype=torch.float32).item() == 0.0
+
+
+def _every_thread_flushes() -> bool:
+    """Whether a multiplication large enough to be shared out among the intra-op threads flushes everywhere."""
+    if torch.get_num_threads() == 1:
+        return True
+    return int(_subnormals(1 << 20).mul_(2.0).count_nonzero()) == 0
+
+
+def _subnormals(n: int) -> torch.Tensor:
+    """``n`` copies of the smallest subnormal float32, made from its bits (a conversion would flush it already)."""
+    return torch.ones(n, dtype=torch.int32).view(torch.float32)
 
 
 def _train(task: Task, model: nn.Module, config: TrainConfig,
