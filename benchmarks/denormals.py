@@ -23,6 +23,9 @@ import statistics
 import time
 
 
+SWEEP_OPTIONS = {"kerformer": {"se_k": False}}  # as the recall sweep runs it (SE-K's weights grow with N^2)
+
+
 def _step(mixer, x) -> float:
     start = time.perf_counter()
     y = mixer(x)
@@ -45,7 +48,7 @@ def _subnormal_share(mixer, x) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mixers", default="performer,linear,softmax,gla,mamba2")
+    parser.add_argument("--mixers", default="performer,linear,softmax,gla,mamba2", help="causal mixers, or 'all'")
     parser.add_argument("--scales", default="1,4,8,16", help="standard deviations of the input")
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--length", type=int, default=128)
@@ -61,10 +64,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"{args.batch} x {args.length} tokens, width {args.dim}, one head, causal, {args.threads} thread(s); "
           f"median of {args.rounds} alternating rounds, forward + backward")
-    print(f"{'mixer':<10} {'scale':>5} {'kept (ms)':>10} {'flushed (ms)':>13} {'ratio':>6} {'subnormal features':>19}")
-    for name in args.mixers.split(","):
+    print(f"{'mixer':<15} {'scale':>5} {'kept (ms)':>10} {'flushed (ms)':>13} {'ratio':>6} {'subnormal features':>19}")
+    names = ([m for m in tokenmix.list_mixers() if tokenmix.mixer_info(m).causal and m != "mlp"]
+             if args.mixers == "all" else args.mixers.split(","))
+    for name in names:
         torch.manual_seed(0)
-        mixer = tokenmix.create_mixer(name, args.dim, num_heads=1, causal=True)
+        mixer = tokenmix.create_mixer(name, args.dim, num_heads=1, causal=True, max_len=args.length,
+                                      **SWEEP_OPTIONS.get(name, {}))
         for scale in (float(s) for s in args.scales.split(",")):
             x = (torch.randn(args.batch, args.length, args.dim, generator=torch.Generator().manual_seed(1))
                  * scale).requires_grad_()
@@ -79,7 +85,7 @@ def main() -> None:
             torch.set_flush_denormal(False)
             kept, flushed = (statistics.median(times[f]) * 1e3 for f in (False, True))
             share = _subnormal_share(mixer, x.detach())
-            print(f"{name:<10} {scale:>5g} {kept:>10.1f} {flushed:>13.1f} {kept / flushed:>6.2f} "
+            print(f"{name:<15} {scale:>5g} {kept:>10.1f} {flushed:>13.1f} {kept / flushed:>6.2f} "
                   f"{'-' if share is None else f'{share:.2%}':>19}")
 
 

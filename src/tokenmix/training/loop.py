@@ -328,7 +328,7 @@ def flushed_denormals(flush: bool) -> Iterator[None]:
     """With ``flush``, subnormal floats are flushed to zero (``torch.set_flush_denormal``: FTZ and DAZ on x86)
     inside, and the setting is put back after. x86 CPUs compute with subnormals in microcode, tens of times slower:
     Performer's random features, softmax's small probabilities and Mamba-2's decays become subnormal once
-    activations grow, and a training step slows 2-11x (``benchmarks/denormals.py``). Flushing changes any result a
+    activations grow, and a training step slows 2-10x (``benchmarks/denormals.py``). Flushing changes any result a
     subnormal reaches, so it is a config field (in the config hash), off by default.
 
     The setting is per thread, and PyTorch's intra-op threads keep the one they started with: a process that has
