@@ -22,7 +22,6 @@ import argparse
 import statistics
 import time
 
-
 SWEEP_OPTIONS = {"kerformer": {"se_k": False}}  # as the recall sweep runs it (SE-K's weights grow with N^2)
 
 
