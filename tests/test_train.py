@@ -307,6 +307,14 @@ def test_a_sweep_run_flushes_from_its_start_in_every_thread(tmp_path):
     assert "NONZERO [0]" in proc.stdout
 
 
+def test_tokenmix_train_flushes_with_two_threads():
+    """The command sets the flag before its first operation, so train() does not refuse it."""
+    proc = subprocess.run([sys.executable, "-m", "tokenmix.cli", "train", "--task", "recall", "--mixer", "softmax",
+                           "--dim", "16", "--depth", "1", "--max-steps", "2", "--threads", "2", "--flush-denormal"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 def test_flush_denormal_changes_the_config_hash_only_when_set():
     from tokenmix.training.experiment import Experiment
     from tokenmix.training.results import config_hash, run_config

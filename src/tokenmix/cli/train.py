@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> None:
     from ..models.patterns import split_mixer_list
     from ..tasks import create_task
     from ..training.config import TrainConfig
-    from ..training.loop import train
+    from ..training.loop import flushed_denormals, train
     from ..training.sweep import RESULT_FILE
 
     given = {k: v for k, v in (("batch_size", args.batch_size), ("lr", args.lr)) if v is not None}
@@ -66,17 +66,18 @@ def run(args: argparse.Namespace) -> None:
             raise ValueError("--tensorboard needs --out (the scalars go to <out>/tensorboard)")
         entries = split_mixer_list(args.mixer, "--mixer")
         mixer = entries[0] if len(entries) == 1 else entries
-        if args.threads is not None:
-            torch.set_num_threads(args.threads)
-        task = create_task(args.task, preset=args.preset, seed=0)
-        torch.manual_seed(args.seed)
-        model = task.build_model(mixer, dim=args.dim, depth=args.depth, num_heads=args.heads, protocol=args.protocol)
-        config = TrainConfig.preset(args.train_preset, max_steps=args.max_steps, epochs=args.epochs,
-                                    eval_every=args.eval_every, seed=args.seed, out_dir=args.out,
-                                    resume=args.resume, bf16=args.bf16, flush_denormal=args.flush_denormal,
-                                    tensorboard=args.tensorboard,
-                                    device=args.device, **given)
-        result = train(task, model, config)
+        with flushed_denormals(args.flush_denormal):  # before the first operation, so every intra-op thread flushes
+            if args.threads is not None:
+                torch.set_num_threads(args.threads)
+            task = create_task(args.task, preset=args.preset, seed=0)
+            torch.manual_seed(args.seed)
+            model = task.build_model(mixer, dim=args.dim, depth=args.depth, num_heads=args.heads,
+                                     protocol=args.protocol)
+            config = TrainConfig.preset(args.train_preset, max_steps=args.max_steps, epochs=args.epochs,
+                                        eval_every=args.eval_every, seed=args.seed, out_dir=args.out,
+                                        resume=args.resume, bf16=args.bf16, flush_denormal=args.flush_denormal,
+                                        tensorboard=args.tensorboard, device=args.device, **given)
+            result = train(task, model, config)
     except (ValueError, ImportError) as error:  # bad settings, or tensorboard not installed
         raise SystemExit(f"tokenmix train: {error}") from None
     print(f"{args.task} / {args.mixer} / seed {args.seed}: best val {result.metric_name} {result.best_metric:.4f} "
