@@ -7,7 +7,9 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["config_hash", "mechanism_key", "plain"]
+__all__ = ["HASH_COLUMN", "config_hash", "mechanism_key", "plain"]
+
+HASH_COLUMN = "config_hash"  # the column of every result row and verify ledger line that holds it
 
 
 def plain(value: Any) -> Any:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import TrainConfig
-from .confighash import config_hash, mechanism_key, plain
+from .confighash import HASH_COLUMN, config_hash, mechanism_key, plain
 from .csvrecords import ResultsError, checked_rows, read_csv, upsert_rows, write_csv
 from .files import atomic_write_text
 from .gitcommit import git_commit
@@ -62,7 +62,6 @@ COLUMNS = ["experiment", "task", "label", "mixer", "seed", "params", "metric", "
            "cost_batches", "locality"]
 HISTORY_COLUMNS = ["label", "seed", "step", "epoch", "wall_s", "train_loss", "val_loss", "val_metric"]
 CHANCE_COLUMNS = ["majority_class", "train_rate", "test_rate"]
-HASH_COLUMN = "config_hash"
 # the columns a row carries after config_hash: who and what produced it (tokenmix.training.provenance)
 ROW_COLUMNS = COLUMNS + [HASH_COLUMN] + PROVENANCE_COLUMNS
 # what a rerun must give again for a row to count as reproduced: every column a run's weights determine (not the

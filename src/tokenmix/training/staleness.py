@@ -15,11 +15,9 @@ import hashlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from .confighash import mechanism_key
+from .confighash import HASH_COLUMN, mechanism_key
 
 __all__ = ["stale_because", "stale_codes", "is_code_failure", "file_state"]
-
-_HASH = "config_hash"
 
 # what has been read, by the state of the files it was read from (_signature)
 _READ: dict[tuple[Any, ...], Any] = {}
@@ -132,9 +130,9 @@ def _evidence(record: Any, state: tuple[Any, ...]) -> tuple[list[tuple[dict[str,
     key = ("evidence", state)
     if key not in _READ:
         _forget_old_reads()
-        foreign = [(v, _mechanism(r, v[_HASH])) for r in record.records() if r.name != record.name
+        foreign = [(v, _mechanism(r, v[HASH_COLUMN])) for r in record.records() if r.name != record.name
                    for v in r.verifications()]
-        _READ[key] = ([(v, _mechanism(record, v[_HASH])) for v in record.verifications()], foreign)
+        _READ[key] = ([(v, _mechanism(record, v[HASH_COLUMN])) for v in record.verifications()], foreign)
     return _READ[key]
 
 
@@ -146,7 +144,7 @@ def _mechanisms_by_label(record: Any, state: tuple[Any, ...]) -> dict[str, set[s
         _forget_old_reads()
         out: dict[str, set[str]] = {}
         for (label, _), row in (record.rows() if record.csv.exists() else {}).items():
-            digest = row.get(_HASH, "")
+            digest = row.get(HASH_COLUMN, "")
             out.setdefault(label, set()).update({_mechanism(record, digest), f"config {digest}"})
         _READ[key] = out
     return _READ[key]
