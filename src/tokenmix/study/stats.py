@@ -13,9 +13,10 @@
   through ``permutation_test`` (every one of the 2^n sign flips); past :data:`ENUMERATE_AT_MOST` flips
   (100 harness rounds: 2^100), ties or not, the same exact null counted one doubled mid-rank at a time, its
   upper tail summed: scipy's exact p there is 1 - cdf, which cancels to 0 or -2.2e-16 for 100 untied rounds.
-* A normal-approximation count of the seeds (or rounds) a difference would need, never fewer than the smallest
-  p each design can give allows (that floor and Holm's correction are :mod:`tokenmix.study.power`'s, shared
-  with ``tokenmix compare --dry-run``).
+* How many seeds (or rounds) would decide an open claim: for a direction, the count the exact rank test itself
+  needs (Noether 1987), from the share of comparisons on the claimed side; for a margin, the normal
+  approximation. Never fewer than the smallest p each design can give allows (that floor and Holm's correction
+  are :mod:`tokenmix.study.power`'s, shared with ``tokenmix compare --dry-run``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from .power import ALPHA, smallest_p_independent
 
 __all__ = ["mann_whitney_greater", "sign_test_greater", "wilcoxon_greater", "rank_sum_null_greater",
            "signed_rank_null_greater", "rank_sum_statistic", "positive_rank_sum_statistic", "fewest_for_floor",
-           "normal_count", "ENUMERATE_AT_MOST"]
+           "normal_count", "rank_count", "ENUMERATE_AT_MOST"]
 
-POWER = 0.8  # of the normal-approximation seed counts
+POWER = 0.8  # of the seed counts that say what would decide a claim
 # splits / sign flips permutation_test enumerates; beyond, the null is counted (exact as well, in milliseconds,
 # where enumerating 10 vs 10 tied values, 184,756 splits, takes 1.4 s)
 ENUMERATE_AT_MOST = 20_000
@@ -159,3 +160,24 @@ def normal_count(delta: float, sd: float, design: str, factor: int, alpha: float
     z = NormalDist().inv_cdf(1 - alpha / factor) + NormalDist().inv_cdf(POWER)
     k = 2 if design == "independent" else 1
     return max(floor, math.ceil(k * (z * sd / delta) ** 2))
+
+
+# Noether (1987)'s denominators: 12 c (1 - c) with equal groups (c = 1/2), halved for the count per label;
+# 3 for the signed-rank test; 4 for the sign test
+_NOETHER = {"independent": 6.0, "paired": 3.0, "sign": 4.0}
+
+
+def rank_count(share: float, design: str, factor: int, alpha: float = ALPHA) -> int | None:
+    """About how many seeds per label (``design`` "independent") or values ("sign", "paired") the report's exact
+    rank test needs to reject at ``alpha / factor`` with probability :data:`POWER`, when a comparison lands on
+    the tested side with probability ``share``: P(a > b) for the Mann-Whitney test, P(d + d' > 0) for two of
+    the paired differences (the signed-rank test), P(a > c) for the sign test. Noether (1987):
+    n = (z_(1-alpha/factor) + z_power)^2 / (k (share - 1/2)^2), k = 6 per label of two equal samples, 3 for the
+    signed-rank test, 4 for the sign test. Unlike :func:`normal_count` it reads no mean or sd, so values in
+    two clusters (runs that learnt and runs that stalled) do not make a difference look surer than the ranks
+    say. Never fewer than :func:`fewest_for_floor`; None when ``share`` <= 1/2 (no count would do)."""
+    if not share > 0.5:
+        return None
+    z = NormalDist().inv_cdf(1 - alpha / factor) + NormalDist().inv_cdf(POWER)
+    n = math.ceil(z ** 2 / (_NOETHER[design] * (share - 0.5) ** 2) - 1e-9)
+    return max(fewest_for_floor(design, factor, alpha), n)

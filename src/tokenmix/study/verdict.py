@@ -330,40 +330,78 @@ def _spread(o: Outcome) -> tuple[list[float], float, float, float] | None:
     return list(a.values), ref, sd, statistics.mean(a.values)
 
 
+def _above(x: float, y: float) -> float:
+    """1 if x > y, 1/2 if tied (two infinite values included), 0 otherwise."""
+    return 1.0 if x > y else 0.5 if x == y else 0.0
+
+
+def claimed_share(o: Outcome) -> tuple[float, int, str] | None:
+    """(the share of comparisons on the claim's side, how many, what they are) for a direction claim: the pairs
+    (a seed, a seed of f·b) with two samples, the pairwise means of the paired rounds' differences a − f·b (the
+    signed-rank test's Walsh averages), or the seeds against f·c; ties count ½. None when a paired difference
+    is not finite."""
+    a, b, claim = o.a, o.b, o.claim
+    kind = design(a, b)
+    if kind == "independent":
+        marks = [_above(u, claim.factor * v) for u in a.values for v in b.values]
+        what = "pairs of seeds"
+    elif kind == "paired":
+        diffs = [u - claim.factor * v for u, v in _pairs(a, b)]
+        if not all(math.isfinite(d) for d in diffs):
+            return None
+        marks = [_above(diffs[i] + diffs[j], 0.0) for i in range(len(diffs)) for j in range(i, len(diffs))]
+        what = "pairwise means of the rounds' differences"
+    else:
+        marks = [_above(u, claim.factor * b) for u in a.values]
+        what = "seeds against the constant"
+    if not marks:
+        return None
+    share = sum(marks) / len(marks)
+    return (share if claim.kind == "greater" else 1.0 - share), len(marks), what
+
+
 def what_would_decide(o: Outcome, family: int) -> str:
-    """About how many seeds (rounds) per label would decide the claim, by the normal approximation."""
+    """About how many seeds (rounds) per label would decide the claim: for its direction, by the count its exact
+    rank test needs at the observed share of comparisons on the claimed side (:func:`stats.rank_count`); for
+    a margin, by the normal approximation."""
     spread = _spread(o)
     unit = "rounds" if o.a.unit == "round" else "seeds"
-    if spread is None:
-        return ("some runs never reached the target, so no seed count can be estimated; a target the runs "
-                "reach, or longer runs, would decide it")
-    _, ref, sd, mean_a = spread
     design_kind = design(o.a, o.b)
     per = " per label" if design_kind == "independent" else ""
-    scale = abs(ref) if ref else 1.0
     claim = o.claim
-    diff = mean_a - claim.factor * ref if claim.kind != "approx" else mean_a - ref
-    text = f"means differ {percent(abs(mean_a - ref) / scale)}, sd {percent(sd / scale)}"
-    options = []
-    if claim.kind == "approx":
-        inside = claim.margin * scale - abs(diff)
-        n = stats.normal_count(abs(inside), sd, design_kind, family)
-        if n is not None:
-            options.append((n, "show it" if inside > 0 else "show it does not hold"))
-    else:
-        n = stats.normal_count(abs(diff), sd, design_kind, family)
-        leans = (diff > 0) == (claim.kind == "greater")
-        if n is not None:
-            options.append((n, "show it" if leans else "show it does not hold"))
-        if claim.equivalence:
+    rank_method, normal_method = "Noether's approximation for the exact rank test", "normal approximation"
+    text, options = [], []
+    if spread is not None:
+        _, ref, sd, mean_a = spread
+        scale = abs(ref) if ref else 1.0
+        text.append(f"means differ {percent(abs(mean_a - ref) / scale)}, sd {percent(sd / scale)}")
+        diff = mean_a - claim.factor * ref if claim.kind != "approx" else mean_a - ref
+        if claim.kind == "approx":
+            inside = claim.margin * scale - abs(diff)
+            n = stats.normal_count(abs(inside), sd, design_kind, family)
+            if n is not None:
+                options.append((n, "show it" if inside > 0 else "show it does not hold", normal_method))
+        elif claim.equivalence:
             n_eq = stats.normal_count(claim.equivalence * scale - abs(mean_a - ref), sd, design_kind, family)
             if n_eq is not None:
-                options.append((n_eq, f"show the two equivalent within ±{100 * claim.equivalence:g} %"))
+                options.append((n_eq, f"show the two equivalent within ±{100 * claim.equivalence:g} %",
+                                normal_method))
+    share = claimed_share(o) if claim.kind != "approx" else None
+    if share is not None:
+        fraction, count, what = share
+        text.insert(0, f"{percent(fraction)} of the {count:,} {what} on the claimed side")
+        n = stats.rank_count(max(fraction, 1.0 - fraction), design_kind, family)
+        if n is not None:
+            options.append((n, "show it" if fraction > 0.5 else "show it does not hold", rank_method))
+    if not text:
+        return ("some runs never reached the target, so no seed count can be estimated; a target the runs "
+                "reach, or longer runs, would decide it")
+    said = "; ".join(text) if share is None else f"{text[0]} ({', '.join(text[1:])})" if text[1:] else text[0]
     if not options:
-        return f"{text}: the means are equal, so no number of {unit} would separate them"
-    n, goal = min(options)
+        return f"{said}: the claim's comparisons split evenly, so no number of {unit} would separate them"
+    n, goal, method = min(options)
     count = f"about {n:,}" if n <= 10_000 else "more than 10,000"
-    return f"{text}: {count} {unit}{per} would {goal} at p ≤ {ALPHA} (normal approximation, 80 % power)"
+    return f"{said}: {count} {unit}{per} would {goal} at p ≤ {ALPHA} ({method}, 80 % power)"
 
 
 RULES = f"""\
@@ -421,11 +459,16 @@ process every round, never one measurement copied into every round). The tests a
   vs 5; 2⁻ⁿ for the sign test and the signed-rank test (0.001 with 10 rounds). Holm multiplies it: with every
   claim at its smallest p, Holm's adjusted p is the smallest a claim can reach. With 3 seeds and more than one
   claim no claim can reach a verdict by test; the tables say so rather than read one off the means.
-* **What would decide it.** For an inconclusive claim: from the observed means and the pooled sd, about how
-  many seeds per label (rounds) a one-sided test at {ALPHA}/(number of claims) would need to decide it with
-  80 % power, by the normal approximation (n = 2 (z + z_0.8)² sd² / difference² per label; 1 × for paired or
-  one-sample designs), never fewer than the count whose smallest attainable p × the number of claims is
-  ≤ {ALPHA}. An estimate for planning, not a promise.
+* **What would decide it.** For an inconclusive claim: about how many seeds per label (rounds) a one-sided test
+  at {ALPHA}/(number of claims) would need to decide it with 80 % power. A direction is decided by the exact
+  rank test itself, so its count comes from the share s of comparisons on the claimed side (pairs of seeds;
+  pairwise means of the paired differences; seeds against a constant; ties ½), by Noether (1987):
+  n = (z + z_0.8)² / (k (s − ½)²), k = 6 per label of two samples, 3 for paired rounds, 4 against a
+  constant. It reads no mean or sd: where runs fall in two clusters (some learnt, some stalled), a count from
+  means and sds asked for fewer seeds than were already in. A margin (≈ claims, equivalence) uses the normal
+  approximation (n = 2 (z + z_0.8)² sd² / distance² per label; 1 × for paired or one-sample designs). Never
+  fewer than the count whose smallest attainable p × the number of claims is ≤ {ALPHA}. An estimate for
+  planning, not a promise.
 * **Pre-registration, checked.** Each claim's row says whether git history shows its test (kind, labels, margin,
   factor, target) and its seeds (or harness rounds) fixed in the experiment file before the first result row it
   judges. Where they changed after rows existed, the claim is **judged only on the runs made after the last
