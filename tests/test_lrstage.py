@@ -230,6 +230,28 @@ def test_the_recall_section_tabulates_the_sweep_and_draws_both_pictures(tmp_path
     assert (data / "img" / "005-accuracy-vs-state.png").stat().st_size > 0
     assert "(docs/img/005-accuracy-vs-state.png)" in text
     assert "the dotted line is chance, 0.0078" in text and "shortcut ceiling" not in text  # no audit here
+    # 8 seeds planned at each length, one or two recorded: every mean is drawn as one that can still move
+    assert "a mean of fewer seeds than planned (at 64 tokens: 8, 128 tokens: 8)" in text
+
+
+def test_a_mean_of_fewer_seeds_than_planned_is_hollow_and_reached_by_a_dashed_line():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tokenmix.report.recall import _draw
+
+    fig, ax = plt.subplots()
+    _draw(ax, {"deltanet": [(64, [0.2, 0.3], True), (128, [0.99], False), (256, [0.5], False)],
+               "softmax": [(64, [1.0], True), (128, [0.9], True)]}, {"deltanet": ("C0", "o"), "softmax": ("C1", "s")})
+    segments = {(tuple(int(x) for x in line.get_xdata()), line.get_linestyle()) for line in ax.lines
+                if line.get_linestyle() != "None" and len(line.get_xdata())}
+    assert segments == {((64, 128), "--"), ((128, 256), "--"), ((64, 128), "-")}
+    markers = {(tuple(int(x) for x in line.get_xdata()), line.get_markerfacecolor() == "none") for line in ax.lines
+               if line.get_linestyle() == "None"}
+    assert markers == {((64,), False), ((128, 256), True), ((64, 128), False)}
+    plt.close(fig)
 
 
 def test_the_recall_values_leave_out_the_rows_verify_found_stale(tmp_path):
@@ -270,6 +292,11 @@ def test_the_recall_pictures_carry_the_audited_shortcut_ceiling(tmp_path):
     text = "\n".join(recall_section(data, experiments=experiments, out=tmp_path / "reproduction.md"))
     # the 64-token file runs preset quick with 8 pairs: its ceiling, not the 16-pair setting's
     assert "shortcut ceiling at 64 tokens, 0.125 [0.118, 0.132] (copy one pair's value; every length holds 8" in text
+    assert "fewer seeds than planned (at 64 tokens: 8)" in text
+    (data / "002-zoology-mqar-64.csv").write_text("label,seed,value\n" + "".join(
+        f"softmax-d64,{seed},0.99\nlinear-d64,{seed},0.14\n" for seed in range(8)))
+    text = "\n".join(recall_section(data, experiments=experiments, out=tmp_path / "reproduction.md"))
+    assert "fewer seeds than planned" not in text  # every label's 8 seeds in
 
 
 def test_the_recall_section_says_when_a_short_filter_cannot_reach_the_pairs(tmp_path):

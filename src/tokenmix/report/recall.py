@@ -142,19 +142,40 @@ def _references(ax, ceiling: dict[str, str] | None, chance: float) -> None:
     ax.axhline(chance, color="0.5", linestyle=":", zorder=0, label=f"chance {chance:.4f}")
 
 
-def _draw(ax, curves: dict[str, list[tuple[float, list[float]]]], styles: dict[str, tuple]) -> None:
-    """One curve of means per mechanism, each seed a faint dot behind it (the means hide seeds that stall)."""
+def _draw(ax, curves: dict[str, list[tuple[float, list[float], bool]]], styles: dict[str, tuple]) -> None:
+    """One curve of means per mechanism, each seed a faint dot behind it (the means hide seeds that stall). A mean
+    of fewer seeds than its file plans (a stage still training) is a hollow marker, reached by a dashed line."""
     for m, points in curves.items():
         colour, marker = styles[m]
         points = sorted(points, key=lambda point: point[0])
-        ax.plot([x for x, _ in points], [statistics.mean(v) for _, v in points], marker=marker, color=colour,
-                label=m, linewidth=2.5 if m == "softmax" else 1.2)
-        seeds = [(x, y) for x, v in points for y in v]
+        means = [(x, statistics.mean(v), done) for x, v, done in points]
+        width = 2.5 if m == "softmax" else 1.2
+        for (x0, y0, done0), (x1, y1, done1) in zip(means, means[1:]):
+            ax.plot([x0, x1], [y0, y1], color=colour, linewidth=width, linestyle="-" if done0 and done1 else "--")
+        for filled in (True, False):
+            xs = [(x, y) for x, y, done in means if done == filled]
+            if xs:
+                ax.plot(*zip(*xs), linestyle="none", marker=marker, color=colour,
+                        markerfacecolor=colour if filled else "none")
+        ax.plot([], [], marker=marker, color=colour, linewidth=width, label=m)
+        seeds = [(x, y) for x, v, _ in points for y in v]
         ax.scatter(*zip(*seeds), s=16, marker=marker, color=colour, alpha=0.35, linewidths=0)
 
 
+def _planned(experiments: Path | None) -> dict[int, int]:
+    """Each length's planned seeds per label (its file's seeds list; the files added beside it share it)."""
+    from tokenmix.training.experiment import load_experiment
+
+    planned = {}
+    for n in LENGTHS:
+        path = None if experiments is None else experiments / f"002-zoology-mqar-{n}.toml"
+        if path is not None and path.exists():
+            planned[n] = len(load_experiment(path).seeds)
+    return planned
+
+
 def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, int], image: Path,
-           ceiling: dict[str, str] | None, chance: float) -> list[str]:
+           ceiling: dict[str, str] | None, chance: float, planned: dict[int, int]) -> list[str]:
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -166,8 +187,10 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
     mechanisms = sorted({m for _, m, _ in values})
     curves = sorted(set(mechanisms) | {_curve(m) for m in mechanisms})
     styles = {m: (plt.cm.tab20(colour), marker) for m, (colour, marker) in zip(curves, map(_style, range(len(curves))))}
-    by_length = {m: [(n, values[n, m, 64]) for n in LENGTHS if (n, m, 64) in values] for m in mechanisms}
-    by_state = {c: [(states[f"{m}-d{w}"], v) for (n, m, w), v in values.items()
+    done = lambda n, v: len(v) >= planned.get(n, 0)  # noqa: E731
+    by_length = {m: [(n, values[n, m, 64], done(n, values[n, m, 64])) for n in LENGTHS if (n, m, 64) in values]
+                 for m in mechanisms}
+    by_state = {c: [(states[f"{m}-d{w}"], v, done(n, v)) for (n, m, w), v in values.items()
                     if n == STATE_LENGTH and _curve(m) == c and states.get(f"{m}-d{w}", 0) > 0] for c in curves}
     pairs = _same_pairs() or "; pairs " + ", ".join(str(c.pairs) for c in CELLS.values())
     pictures = (
@@ -199,14 +222,20 @@ def _same_pairs() -> str:
     return f"; every length holds {pairs.pop()} pairs" if len(pairs) == 1 else ""
 
 
-def _caption(ceiling: dict[str, str] | None, chance: float) -> str:
+def _caption(ceiling: dict[str, str] | None, chance: float, planned: dict[int, int],
+             values: dict[tuple[int, str, int], list[float]]) -> str:
     floor = ("" if ceiling is None else
              f"the grey band is the task's shortcut ceiling at {STATE_LENGTH} tokens, {float(ceiling['accuracy']):.3f} "
              f"[{float(ceiling['low']):.3f}, {float(ceiling['high']):.3f}] ({ceiling['baseline']}"
              f"{_same_pairs()}), which a model reaches without finding the key asked; ")
+    partial = sorted({n for n, _, _ in (k for k, v in values.items() if len(v) < planned.get(k[0], 0))})
+    hollow = ("" if not partial else
+              f" A hollow marker, reached by a dashed line, is a mean of fewer seeds than planned (at "
+              f"{', '.join(f'{n} tokens: {planned[n]}' for n in partial)}): that stage is still training, and "
+              f"the point can move.")
     return (f"Each line joins a mechanism's means over seeds, each faint dot is one seed (a mean between the floor "
             f"and 1 can be seeds that solved the task beside seeds that stalled); {floor}the dotted line is chance, "
-            f"{chance:.4f}. A mechanism that keeps no state (the mlp) has no place on the state axis.")
+            f"{chance:.4f}. A mechanism that keeps no state (the mlp) has no place on the state axis.{hollow}")
 
 
 def recall_section(data: Path, *, experiments: Path | None = None, out: Path | None = None,
@@ -234,10 +263,12 @@ def recall_section(data: Path, *, experiments: Path | None = None, out: Path | N
     if not plots:
         return lines
     ceiling, chance = _floors(data, experiments)
-    notes = _plots(values, _states(experiments) if experiments is not None else {}, data / "img", ceiling, chance)
+    planned = _planned(experiments)
+    notes = _plots(values, _states(experiments) if experiments is not None else {}, data / "img", ceiling, chance,
+                   planned)
     if notes:
         return lines + notes
     where = Path(os.path.relpath(data / "img", (out or data / "report.md").parent))
     return lines + [f"![accuracy against length]({where / '005-accuracy-vs-length.png'})", "",
                     f"![accuracy against state]({where / '005-accuracy-vs-state.png'})", "",
-                    _caption(ceiling, chance), ""]
+                    _caption(ceiling, chance, planned, values), ""]
