@@ -162,6 +162,11 @@ def _draw(ax, curves: dict[str, list[tuple[float, list[float], bool]]], styles: 
         ax.scatter(*zip(*seeds), s=16, marker=marker, color=colour, alpha=0.35, linewidths=0)
 
 
+def _complete(planned: dict[int, int], n: int, seeds: list[float]) -> bool:
+    """Whether a mean at ``n`` tokens holds every seed its file plans."""
+    return len(seeds) >= planned.get(n, 0)
+
+
 def _planned(experiments: Path | None) -> dict[int, int]:
     """Each length's planned seeds per label (its file's seeds list; the files added beside it share it)."""
     from tokenmix.training.experiment import load_experiment
@@ -187,10 +192,9 @@ def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, in
     mechanisms = sorted({m for _, m, _ in values})
     curves = sorted(set(mechanisms) | {_curve(m) for m in mechanisms})
     styles = {m: (plt.cm.tab20(colour), marker) for m, (colour, marker) in zip(curves, map(_style, range(len(curves))))}
-    done = lambda n, v: len(v) >= planned.get(n, 0)  # noqa: E731
-    by_length = {m: [(n, values[n, m, 64], done(n, values[n, m, 64])) for n in LENGTHS if (n, m, 64) in values]
-                 for m in mechanisms}
-    by_state = {c: [(states[f"{m}-d{w}"], v, done(n, v)) for (n, m, w), v in values.items()
+    by_length = {m: [(n, values[n, m, 64], _complete(planned, n, values[n, m, 64])) for n in LENGTHS
+                     if (n, m, 64) in values] for m in mechanisms}
+    by_state = {c: [(states[f"{m}-d{w}"], v, _complete(planned, n, v)) for (n, m, w), v in values.items()
                     if n == STATE_LENGTH and _curve(m) == c and states.get(f"{m}-d{w}", 0) > 0] for c in curves}
     pairs = _same_pairs() or "; pairs " + ", ".join(str(c.pairs) for c in CELLS.values())
     pictures = (
@@ -228,7 +232,7 @@ def _caption(ceiling: dict[str, str] | None, chance: float, planned: dict[int, i
              f"the grey band is the task's shortcut ceiling at {STATE_LENGTH} tokens, {float(ceiling['accuracy']):.3f} "
              f"[{float(ceiling['low']):.3f}, {float(ceiling['high']):.3f}] ({ceiling['baseline']}"
              f"{_same_pairs()}), which a model reaches without finding the key asked; ")
-    partial = sorted({n for n, _, _ in (k for k, v in values.items() if len(v) < planned.get(k[0], 0))})
+    partial = sorted({n for (n, _, _), v in values.items() if not _complete(planned, n, v)})
     hollow = ("" if not partial else
               f" A hollow marker, reached by a dashed line, is a mean of fewer seeds than planned (at "
               f"{', '.join(f'{n} tokens: {planned[n]}' for n in partial)}): that stage is still training, and "

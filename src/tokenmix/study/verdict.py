@@ -370,11 +370,11 @@ def what_would_decide(o: Outcome, family: int) -> str:
     per = " per label" if design_kind == "independent" else ""
     claim = o.claim
     rank_method, normal_method = "Noether's approximation for the exact rank test", "normal approximation"
-    text, options = [], []
+    means, side, options = "", "", []
     if spread is not None:
         _, ref, sd, mean_a = spread
         scale = abs(ref) if ref else 1.0
-        text.append(f"means differ {percent(abs(mean_a - ref) / scale)}, sd {percent(sd / scale)}")
+        means = f"means differ {percent(abs(mean_a - ref) / scale)}, sd {percent(sd / scale)}"
         diff = mean_a - claim.factor * ref if claim.kind != "approx" else mean_a - ref
         if claim.kind == "approx":
             inside = claim.margin * scale - abs(diff)
@@ -389,14 +389,14 @@ def what_would_decide(o: Outcome, family: int) -> str:
     share = claimed_share(o) if claim.kind != "approx" else None
     if share is not None:
         fraction, count, what = share
-        text.insert(0, f"{percent(fraction)} of the {count:,} {what} on the claimed side")
+        side = f"{percent(fraction)} of the {count:,} {what} on the claimed side"
         n = stats.rank_count(max(fraction, 1.0 - fraction), design_kind, family)
         if n is not None:
             options.append((n, "show it" if fraction > 0.5 else "show it does not hold", rank_method))
-    if not text:
+    if not side and not means:
         return ("some runs never reached the target, so no seed count can be estimated; a target the runs "
                 "reach, or longer runs, would decide it")
-    said = "; ".join(text) if share is None else f"{text[0]} ({', '.join(text[1:])})" if text[1:] else text[0]
+    said = f"{side} ({means})" if side and means else side or means
     if not options:
         return f"{said}: the claim's comparisons split evenly, so no number of {unit} would separate them"
     n, goal, method = min(options)
