@@ -10,6 +10,7 @@ import os
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 from tokenmix.training.recallsweep import CELLS, CONV_FILE, SHORTCONV_FILES, SHORTCONV_SIZE, WINDOW_FILE
 
@@ -57,36 +58,42 @@ def _curve(mechanism: str) -> str:
     return _WINDOWED.sub("", mechanism)
 
 
-def _states(experiments: Path) -> dict[str, int]:
+def _sweep_files(experiments: Path | None) -> dict[str, Any]:
+    """The sweep's experiment files found in ``experiments`` (every length's and those added beside them), by
+    name, each parsed once."""
+    from tokenmix.training.experiment import load_experiment
+
+    names = [f"002-zoology-mqar-{n}" for n in LENGTHS] + [f for f, _ in _ADDED]
+    paths = [] if experiments is None else [experiments / f"{name}.toml" for name in names]
+    return {path.stem: load_experiment(path) for path in paths if path.exists()}
+
+
+def _states(files: dict[str, Any]) -> dict[str, int]:
     """Each label of the STATE_LENGTH-token file and the files added beside it: its decoding state in bytes after
     the file's sequence length."""
     from tokenmix.training.build import plan_task
-    from tokenmix.training.experiment import load_experiment
     from tokenmix.training.statesize import state_sizes
 
     sizes: dict[str, int] = {}
     for name in (f"002-zoology-mqar-{STATE_LENGTH}", *(f for f, _ in _ADDED)):
-        path = experiments / f"{name}.toml"
-        if path.exists():
-            experiment = load_experiment(path)
+        if name in files:
+            experiment = files[name]
             sizes.update({label: size for label, (size, _) in state_sizes(plan_task(experiment), experiment).items()})
     return sizes
 
 
-def _reach_notes(experiments: Path, values: dict[tuple[int, str, int], list[float]]) -> list[str]:
+def _reach_notes(files: dict[str, Any], values: dict[tuple[int, str, int], list[float]]) -> list[str]:
     """Why a mechanism whose receptive field is a few tokens sits at chance: BaseConv's filter of k taps lets an
     L-layer model see L (k - 1) tokens back, and the share of queries whose value lies that close is counted as for
     the window file (:func:`tokenmix.training.recallsweep.window_reach`)."""
     import tokenmix
-    from tokenmix.training.experiment import load_experiment
     from tokenmix.training.recallsweep import window_reach
 
     notes = []
     for n in LENGTHS:
-        path = experiments / f"002-zoology-mqar-{n}.toml"
-        if not path.exists():
+        experiment = files.get(f"002-zoology-mqar-{n}")
+        if experiment is None:
             continue
-        experiment = load_experiment(path)
         for entry in experiment.mixers:
             found = _LABEL.match(entry.label)
             if entry.pattern != ("baseconv",) or not found:
@@ -120,19 +127,15 @@ def _style(i: int) -> tuple[int, str]:
     return i % 20, _MARKERS[(i + 5 * (i // 20)) % len(_MARKERS)]
 
 
-def _floors(data: Path, experiments: Path | None) -> tuple[dict[str, str] | None, float]:
+def _floors(data: Path, files: dict[str, Any]) -> tuple[dict[str, str] | None, float]:
     """The audited shortcut ceiling at the state file's setting (copying one pair's value) and chance."""
     from tokenmix.training.recallsweep import VOCAB
 
     from .ceilings import ceiling_for
 
     chance = 2 / VOCAB  # the values are one half of the vocabulary
-    path = None if experiments is None else experiments / f"002-zoology-mqar-{STATE_LENGTH}.toml"
-    if path is None or not path.exists():
-        return None, chance
-    import tomllib
-
-    return ceiling_for(data, tomllib.loads(path.read_text())["task"]), chance
+    experiment = files.get(f"002-zoology-mqar-{STATE_LENGTH}")
+    return (None if experiment is None else ceiling_for(data, experiment.task)), chance
 
 
 def _references(ax, ceiling: dict[str, str] | None, chance: float) -> None:
@@ -167,16 +170,9 @@ def _complete(planned: dict[int, int], n: int, seeds: list[float]) -> bool:
     return len(seeds) >= planned.get(n, 0)
 
 
-def _planned(experiments: Path | None) -> dict[int, int]:
+def _planned(files: dict[str, Any]) -> dict[int, int]:
     """Each length's planned seeds per label (its file's seeds list; the files added beside it share it)."""
-    from tokenmix.training.experiment import load_experiment
-
-    planned = {}
-    for n in LENGTHS:
-        path = None if experiments is None else experiments / f"002-zoology-mqar-{n}.toml"
-        if path is not None and path.exists():
-            planned[n] = len(load_experiment(path).seeds)
-    return planned
+    return {n: len(files[f"002-zoology-mqar-{n}"].seeds) for n in LENGTHS if f"002-zoology-mqar-{n}" in files}
 
 
 def _plots(values: dict[tuple[int, str, int], list[float]], states: dict[str, int], image: Path,
@@ -261,15 +257,14 @@ def recall_section(data: Path, *, experiments: Path | None = None, out: Path | N
     lines += ["Test accuracy, mean over the seeds recorded (their number in brackets), at the learning rate chosen "
               "on validation:", ""]
     lines += table(["label", *(f"N = {n}" for n in LENGTHS)], body) + [""]
-    if experiments is not None:
-        for note in _reach_notes(experiments, values):
-            lines += [note, ""]
+    files = _sweep_files(experiments)
+    for note in _reach_notes(files, values):
+        lines += [note, ""]
     if not plots:
         return lines
-    ceiling, chance = _floors(data, experiments)
-    planned = _planned(experiments)
-    notes = _plots(values, _states(experiments) if experiments is not None else {}, data / "img", ceiling, chance,
-                   planned)
+    ceiling, chance = _floors(data, files)
+    planned = _planned(files)
+    notes = _plots(values, _states(files), data / "img", ceiling, chance, planned)
     if notes:
         return lines + notes
     where = Path(os.path.relpath(data / "img", (out or data / "report.md").parent))
